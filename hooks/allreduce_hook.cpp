@@ -1,0 +1,155 @@
+// MPI_Allreduce / MPI_Iallreduce (and the _c variants): translate the MPI arguments into a
+// CallInfo, ask the policy, and either run the engine or call the matching PMPI function.
+#include <mpi.h>
+
+#include <chrono>
+#include <new>
+
+#include "common/log.h"
+#include "engine/execute.h"
+#include "engine/policy.h"
+#include "hooks/hook_api.h"
+#include "hooks/mpi_handles.h"
+#include "hooks/runtime.h"
+
+namespace gfshim::hooks {
+namespace {
+
+struct TypedArgs {
+  const void* send;
+  void* recv;
+  int64_t count;
+  MPI_Datatype dtype;
+  MPI_Op op;
+  MPI_Comm comm;
+  MPI_Request* request;
+  AllreduceVariant variant;
+};
+
+TypedArgs typed(const RawAllreduceArgs& raw) {
+  return {raw.send,
+          raw.recv,
+          raw.count,
+          fromRaw<MPI_Datatype>(raw.dtype),
+          fromRaw<MPI_Op>(raw.op),
+          fromRaw<MPI_Comm>(raw.comm),
+          static_cast<MPI_Request*>(raw.request),
+          raw.variant};
+}
+
+int callPmpi(const TypedArgs& a) {
+  switch (a.variant) {
+    case AllreduceVariant::kBlocking:
+      return PMPI_Allreduce(a.send, a.recv, static_cast<int>(a.count), a.dtype, a.op, a.comm);
+    case AllreduceVariant::kNonblocking:
+      return PMPI_Iallreduce(a.send, a.recv, static_cast<int>(a.count), a.dtype, a.op, a.comm,
+                             a.request);
+#ifdef GFSHIM_HAVE_BIGCOUNT
+    case AllreduceVariant::kBlockingBigCount:
+      return PMPI_Allreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm);
+    case AllreduceVariant::kNonblockingBigCount:
+      return PMPI_Iallreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm, a.request);
+#else
+    default:
+      break;
+#endif
+  }
+  return MPI_ERR_INTERN;
+}
+
+bool rangesOverlap(const void* a, const void* b, uint64_t bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bytes && y < x + bytes;
+}
+
+CallInfo describeCall(const TypedArgs& a) {
+  CallInfo call;
+  call.count = a.count;
+  call.dtype = engineDType(a.dtype);
+  call.op = engineOp(a.op);
+  call.inPlace = a.send == MPI_IN_PLACE;
+  call.nonblocking = a.variant == AllreduceVariant::kNonblocking ||
+                     a.variant == AllreduceVariant::kNonblockingBigCount;
+  const uint64_t bytes = call.bytes();
+  call.nullBuffer = a.count > 0 && (a.recv == nullptr || (!call.inPlace && a.send == nullptr));
+  call.buffersOverlap = !call.inPlace && bytes > 0 && rangesOverlap(a.send, a.recv, bytes);
+  return call;
+}
+
+// An error after the engine started: hand it to the application's error handler on its
+// communicator, as the MPI would for its own failure.
+int reportError(MPI_Comm comm, const Status& status) {
+  int code = MPI_ERR_INTERN;
+  if (status.code() == StatusCode::kTransportError && status.mpiError() != MPI_SUCCESS) {
+    code = status.mpiError();
+  } else if (status.code() == StatusCode::kOutOfMemory) {
+    code = MPI_ERR_NO_MEM;
+  }
+  GFSHIM_WARN(kEngine, "allreduce failed: %s", status.message().c_str());
+  PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
+
+void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
+  if (!logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
+  if (!state.loggedShapes.insert({call.bytes(), *call.dtype}).second) return;
+  GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s, segment %llu bytes",
+              static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),
+              dtypeName(*call.dtype), redOpName(*call.op), state.facts.size, reasonText(plan.reason),
+              static_cast<unsigned long long>(plan.segmentBytes));
+}
+
+int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason reason) {
+  rt.stats.record(reason, call.bytes(), 0, 0);
+  GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> passthrough: %s", static_cast<long long>(a.count),
+               reasonText(reason));
+  return callPmpi(a);
+}
+
+int routeAllreduce(Runtime& rt, const TypedArgs& a) {
+  const CallInfo call = describeCall(a);
+  Plan plan = planCall(call, rt.settings);
+  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+
+  CommState* state = nullptr;
+  Status status = rt.registry.stateFor(a.comm, rt.paramsAgree, &state);
+  if (!status.isOk()) return passthrough(rt, a, call, Reason::kCommSetupFailed);
+  plan = planOnComm(plan, state->facts);
+  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+  status = rt.registry.ensurePrivateComm(a.comm, *state);
+  if (!status.isOk()) {
+    GFSHIM_WARN(kEngine, "%s", status.message().c_str());
+    return passthrough(rt, a, call, Reason::kCommSetupFailed);
+  }
+
+  logPlanOnce(*state, call, plan);
+  GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
+               reasonText(plan.reason));
+  const auto start = std::chrono::steady_clock::now();
+  status = executePlan(plan, call, *state->transport, state->workspace,
+                       call.inPlace ? a.recv : a.send, a.recv);
+  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (!status.isOk()) return reportError(a.comm, status);
+  rt.stats.record(plan.reason, call.bytes(), state->facts.size, static_cast<uint64_t>(nanos.count()));
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+int allreduceHook(const RawAllreduceArgs& raw) noexcept {
+  const TypedArgs a = typed(raw);
+  Runtime& rt = runtime();
+  if (!rt.active.load(std::memory_order_acquire) || ReentryGuard::inside()) return callPmpi(a);
+  ReentryGuard guard;
+  try {
+    return routeAllreduce(rt, a);
+  } catch (const std::bad_alloc&) {
+    return reportError(a.comm, Status::error(StatusCode::kOutOfMemory, "out of memory"));
+  } catch (...) {
+    return reportError(a.comm, Status::error(StatusCode::kInternal, "unexpected exception"));
+  }
+}
+
+}  // namespace gfshim::hooks

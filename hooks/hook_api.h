@@ -1,0 +1,38 @@
+// The boundary between the exported MPI_* symbols (exports.cpp, compiled without mpi.h) and the
+// shim's hook logic (compiled with the mpi.h of the flavour it was built for).
+//
+// Handles cross this boundary as raw 64-bit register values (RawHandle). That is what lets a shim
+// preloaded into a program of the other MPI flavour pass every call through intact: Open MPI
+// handles are pointers, MPICH handles 32-bit ints, and a function declared with the wrong one
+// would truncate or misread them before it could forward them.
+#pragma once
+
+#include <cstdint>
+
+namespace gfshim::hooks {
+
+using RawHandle = uintptr_t;
+
+enum class AllreduceVariant { kBlocking, kNonblocking, kBlockingBigCount, kNonblockingBigCount };
+
+struct RawAllreduceArgs {
+  const void* send;
+  void* recv;
+  int64_t count;
+  RawHandle dtype;
+  RawHandle op;
+  RawHandle comm;
+  void* request;  // MPI_Request* for the nonblocking variants
+  AllreduceVariant variant;
+};
+
+// True when the running MPI library is not the flavour this shim was built for; exports then
+// forward every call untouched. Decided once, on first use.
+bool foreignMpi() noexcept;
+
+int initHook(int* argc, char*** argv) noexcept;
+int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept;
+int finalizeHook() noexcept;
+int allreduceHook(const RawAllreduceArgs& args) noexcept;
+
+}  // namespace gfshim::hooks

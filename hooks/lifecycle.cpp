@@ -1,0 +1,177 @@
+// MPI_Init / MPI_Init_thread / MPI_Finalize hooks, and the detection of a foreign MPI flavour.
+//
+// Lifecycle choice: the init hooks (rather than a lazy first-call setup) because setup includes
+// one agreement allreduce on MPI_COMM_WORLD, which must happen at the same point on every rank:
+// MPI_Init is that point, whatever collectives the application makes later. Teardown is the
+// MPI_Finalize hook, which still has a working MPI for the statistics reduction; per-communicator
+// state is torn down by attribute delete callbacks (comm_registry.h).
+//
+// Parameter agreement: plan-relevant parameters are process-wide, so agreeing them once on
+// MPI_COMM_WORLD covers every communicator derived from it (communicators that reach into other
+// worlds are passed through, see CommFacts::spansWorlds). Agreeing per communicator at its first
+// eligible call could not work: a rank whose GFSHIM_MIN_BYTES differs would not even enter the
+// shim for that call, and the agreement collective would hang.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/log.h"
+#include "hooks/hook_api.h"
+#include "hooks/runtime.h"
+#include "version.h"
+
+namespace gfshim::hooks {
+
+thread_local int ReentryGuard::depth_ = 0;
+
+Runtime& runtime() {
+  static Runtime* instance = new Runtime();  // never destroyed: hooks may run during exit
+  return *instance;
+}
+
+namespace {
+
+#if defined(OPEN_MPI)
+constexpr const char* kBuiltFor = "Open MPI";
+bool isBuiltForFlavour(const char* version) { return std::strncmp(version, "Open MPI", 8) == 0; }
+#else
+constexpr const char* kBuiltFor = "MPICH";
+// MPICH and its ABI-compatible derivatives.
+bool isBuiltForFlavour(const char* version) {
+  return std::strstr(version, "MPICH") != nullptr || std::strstr(version, "MVAPICH") != nullptr ||
+         std::strstr(version, "Intel(R) MPI") != nullptr;
+}
+#endif
+
+bool detectForeignMpi() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  int length = 0;
+  PMPI_Get_library_version(version, &length);
+  if (isBuiltForFlavour(version)) return false;
+  const char* newline = std::strchr(version, '\n');
+  const std::string firstLine(version, newline ? static_cast<size_t>(newline - version) : std::strlen(version));
+  std::fprintf(stderr,
+               "GFSHIM WARN INIT: this libgfshim.so was built for %s, but the program runs on '%s'. "
+               "Every MPI call passes straight through; the shim does nothing. Preload the "
+               "libgfshim.so built for this MPI (cmake -DGFSHIM_MPI=%s).\n",
+               kBuiltFor, firstLine.c_str(), std::strcmp(kBuiltFor, "MPICH") == 0 ? "openmpi" : "mpich");
+  return true;
+}
+
+// Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters, whether
+// any rank wants the statistics report, and whether any rank found a bad parameter. One
+// allreduce of MIN over [h, -h, -stats, -problems].
+void agreeAcrossRanks(Runtime& rt) {
+  const int64_t hash = rt.config.planHash();
+  int64_t local[4] = {hash, -hash, rt.settings.stats ? -1 : 0,
+                      rt.config.diagnostics().empty() ? 0 : -1};
+  int64_t agreed[4] = {0, 0, 0, 0};
+  PMPI_Allreduce(local, agreed, 4, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  rt.paramsAgree = agreed[0] == -agreed[1];
+  rt.statsWanted = agreed[2] != 0;
+  const bool anyProblems = agreed[3] != 0;
+
+  if (rt.worldRank == 0 && anyProblems && rt.config.diagnostics().empty()) {
+    GFSHIM_WARN(kConfig, "ranks other than 0 reported GFSHIM parameter problems (see their messages)");
+  }
+  if (!rt.paramsAgree) {
+    int64_t rootHash = hash;
+    PMPI_Bcast(&rootHash, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (rt.worldRank == 0) {
+      GFSHIM_WARN(kConfig,
+                  "plan-relevant GFSHIM parameters differ across ranks, so every allreduce passes "
+                  "through to the MPI; rank 0 has: %s",
+                  rt.config.planSummary().c_str());
+    } else if (hash != rootHash) {
+      GFSHIM_WARN(kConfig, "this rank's plan-relevant GFSHIM parameters differ from rank 0's: %s",
+                  rt.config.planSummary().c_str());
+      for (const std::string& problem : rt.config.diagnostics()) GFSHIM_WARN(kConfig, "%s", problem.c_str());
+    }
+  }
+  if (rt.settings.strict && (anyProblems || !rt.paramsAgree)) {
+    GFSHIM_WARN(kConfig, "GFSHIM_STRICT=1: aborting the job because of the parameter problems above");
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+void startRuntime() {
+  Runtime& rt = runtime();
+  rt.config = Config::load(configInputsFromProcess());
+  rt.settings = settingsFrom(rt.config);
+  setLogFilter(rt.settings.log);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rt.worldRank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize);
+  setLogRank(rt.worldRank);
+  if (rt.worldRank == 0) {
+    for (const std::string& problem : rt.config.diagnostics()) GFSHIM_WARN(kConfig, "%s", problem.c_str());
+  }
+  agreeAcrossRanks(rt);
+  const Status started = rt.registry.start();
+  if (!started.isOk()) {
+    GFSHIM_WARN(kInit, "cannot set up communicator state (%s); the shim passes every call through",
+                started.message().c_str());
+    return;
+  }
+  if (rt.worldRank == 0) {
+    GFSHIM_INFO(kInit, "libgfshim %s active on %d ranks (built for %s); %s", kGfshimVersion,
+                rt.worldSize, kBuiltFor, rt.config.planSummary().c_str());
+  }
+  rt.active.store(true, std::memory_order_release);
+}
+
+void reportStats(Runtime& rt) {
+  const StatsCounters local = rt.stats.snapshot();
+  StatsCounters summed;
+  constexpr int kN = kReasonCount;
+  PMPI_Reduce(local.calls, summed.calls, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local.bytes, summed.bytes, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local.busBytes, summed.busBytes, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local.nanos, summed.nanos, kN, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rt.worldRank == 0) {
+    const std::string report = formatStatsReport(summed, rt.worldSize);
+    std::fwrite(report.data(), 1, report.size(), stderr);
+    std::fflush(stderr);
+  }
+}
+
+int afterInit(int rc) {
+  if (rc != MPI_SUCCESS) return rc;
+  ReentryGuard guard;
+  try {
+    startRuntime();
+  } catch (...) {
+    GFSHIM_WARN(kInit, "setup failed; the shim passes every call through");
+  }
+  return rc;
+}
+
+}  // namespace
+
+bool foreignMpi() noexcept {
+  static const bool foreign = detectForeignMpi();
+  return foreign;
+}
+
+int initHook(int* argc, char*** argv) noexcept { return afterInit(PMPI_Init(argc, argv)); }
+
+int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept {
+  return afterInit(PMPI_Init_thread(argc, argv, required, provided));
+}
+
+int finalizeHook() noexcept {
+  Runtime& rt = runtime();
+  if (rt.active.exchange(false)) {
+    ReentryGuard guard;
+    try {
+      if (rt.statsWanted) reportStats(rt);
+      rt.registry.stop();
+    } catch (...) {
+      GFSHIM_WARN(kStats, "teardown failed");
+    }
+  }
+  return PMPI_Finalize();
+}
+
+}  // namespace gfshim::hooks

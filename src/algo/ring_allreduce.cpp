@@ -1,0 +1,104 @@
+#include "algo/ring_allreduce.h"
+
+#include <cstring>
+#include <vector>
+
+namespace gfshim {
+
+Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport& transport,
+                        Workspace& workspace, const void* send, void* recv) {
+  const size_t elementBytes = schedule.elementBytes();
+  const auto* sendBytes = static_cast<const std::byte*>(send);
+  auto* recvBytes = static_cast<std::byte*>(recv);
+  const int ranks = schedule.ranks();
+  if (ranks == 1) {
+    if (send != recv) std::memcpy(recv, send, schedule.count() * elementBytes);
+    return Status::ok();
+  }
+  if (reduce == nullptr) {
+    return Status::error(StatusCode::kUnsupported, "no reduction kernel for this datatype/op");
+  }
+
+  const int next = ringNext(schedule.rank(), ranks);
+  const int prev = ringPrev(schedule.rank(), ranks);
+  const size_t segments = schedule.segmentsPerChunk();
+  const int steps = schedule.stepCount();
+  const size_t units = static_cast<size_t>(steps) * segments;
+  const size_t slotBytes = schedule.maxSegmentElements() * elementBytes;
+  std::byte* scratch = workspace.reserve(kRingRecvDepth * slotBytes);
+  if (scratch == nullptr && slotBytes > 0) {
+    return Status::error(StatusCode::kOutOfMemory, "cannot allocate ring scratch");
+  }
+
+  constexpr TransferId kNone = -1;
+  std::vector<TransferId> sendIds(units, kNone);
+  std::vector<TransferId> recvIds(kRingRecvDepth, kNone);
+
+  auto stepOf = [segments](size_t unit) { return static_cast<int>(unit / segments); };
+  auto segmentOf = [segments](size_t unit) { return unit % segments; };
+
+  auto waitSend = [&](size_t unit) -> Status {
+    if (sendIds[unit] == kNone) return Status::ok();
+    const TransferId id = sendIds[unit];
+    sendIds[unit] = kNone;
+    return transport.wait(id);
+  };
+
+  // Step 0 sends the own contribution straight from the input; later steps send what the
+  // previous step produced in the receive buffer.
+  auto postSendUnit = [&](size_t unit) -> Status {
+    const int step = stepOf(unit);
+    const ElementRange range = schedule.sendRange(step, segmentOf(unit));
+    if (range.count == 0) return Status::ok();
+    const std::byte* source = (step == 0 ? sendBytes : recvBytes) + range.offset * elementBytes;
+    return transport.postSend(source, range.count * elementBytes, next, &sendIds[unit]);
+  };
+
+  auto postRecvUnit = [&](size_t unit) -> Status {
+    const int step = stepOf(unit);
+    const ElementRange range = schedule.recvRange(step, segmentOf(unit));
+    TransferId& id = recvIds[unit % kRingRecvDepth];
+    id = kNone;
+    if (range.count == 0) return Status::ok();
+    std::byte* target;
+    if (schedule.step(step).phase == RingPhase::kReduceScatter) {
+      target = scratch + (unit % kRingRecvDepth) * slotBytes;
+    } else {
+      // Allgather step t overwrites the chunk this rank sent at step t: that send must be done.
+      const size_t sentUnit = static_cast<size_t>(step - (ranks - 1)) * segments + segmentOf(unit);
+      GFSHIM_RETURN_IF_ERROR(waitSend(sentUnit));
+      target = recvBytes + range.offset * elementBytes;
+    }
+    return transport.postRecv(target, range.count * elementBytes, prev, &id);
+  };
+
+  Status status;
+  for (size_t k = 0; k < segments && status.isOk(); ++k) status = postSendUnit(k);
+  for (size_t u = 0; u < kRingRecvDepth && u < units && status.isOk(); ++u) {
+    status = postRecvUnit(u);
+  }
+  for (size_t u = 0; u < units && status.isOk(); ++u) {
+    const int step = stepOf(u);
+    const ElementRange range = schedule.recvRange(step, segmentOf(u));
+    const TransferId id = recvIds[u % kRingRecvDepth];
+    if (id != kNone) {
+      status = transport.wait(id);
+      if (!status.isOk()) break;
+      if (schedule.step(step).phase == RingPhase::kReduceScatter) {
+        const size_t offset = range.offset * elementBytes;
+        reduce(scratch + (u % kRingRecvDepth) * slotBytes, sendBytes + offset, recvBytes + offset,
+               range.count);
+      }
+    }
+    if (u + kRingRecvDepth < units) status = postRecvUnit(u + kRingRecvDepth);
+    if (status.isOk() && step + 1 < steps) status = postSendUnit(u + segments);
+  }
+  // Complete every send still outstanding, even after an error, so no request outlives the call.
+  for (size_t u = 0; u < units; ++u) {
+    Status sent = waitSend(u);
+    if (status.isOk()) status = sent;
+  }
+  return status;
+}
+
+}  // namespace gfshim

@@ -1,0 +1,103 @@
+// The only place GFSHIM_* parameters are read. The declarative table is config/params.def; this
+// file turns environment entries and an optional config file into checked, typed values.
+//
+// Precedence: default < GFSHIM_CONFIG file < environment. A bad value never changes behaviour
+// silently: the parameter keeps its default and a diagnostic naming the variable, the value and
+// what is accepted is recorded; the init hook prints the diagnostics on rank 0 and aborts instead
+// when GFSHIM_STRICT=1.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+
+namespace gfshim {
+
+enum class ParamType { kBool, kSize, kEnum, kList, kPath };
+enum class ParamScope { kPlan, kLocal };
+
+enum class Param : int {
+#define GFSHIM_PARAM(NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, DOC) NAME,
+#include "params.def"
+#undef GFSHIM_PARAM
+  kCount
+};
+constexpr int kParamCount = static_cast<int>(Param::kCount);
+
+struct ParamSpec {
+  const char* name;  // full variable name, e.g. "GFSHIM_ALGO"
+  ParamType type;
+  const char* defaultText;
+  const char* accepted;
+  ParamScope scope;
+  const char* doc;
+};
+
+const ParamSpec& paramSpec(Param param);
+const char* paramTypeName(ParamType type);
+
+enum class ValueSource { kDefault, kFile, kEnv };
+const char* valueSourceName(ValueSource source);
+
+struct ParamValue {
+  uint64_t number = 0;  // Bool: 0/1; Size: bytes; Enum: index into ACCEPTED; List: bit mask
+  std::string text;     // canonical spelling (what gfshim-info prints and the plan hash covers)
+  ValueSource source = ValueSource::kDefault;
+};
+
+// What the configuration is read from; tests build one by hand.
+struct ConfigInputs {
+  std::vector<std::pair<std::string, std::string>> environment;  // every GFSHIM_* entry
+  std::function<bool(const std::string& path, std::string* contents)> readFile;
+};
+// Collects the GFSHIM_* entries of this process's environment: the one call site of environ.
+ConfigInputs configInputsFromProcess();
+
+class Config {
+ public:
+  // Never fails: unusable values fall back to their defaults and leave a diagnostic.
+  static Config load(const ConfigInputs& inputs);
+  static Config defaults() { return load(ConfigInputs{}); }
+
+  const ParamValue& value(Param param) const { return values_[static_cast<int>(param)]; }
+  bool flag(Param param) const { return value(param).number != 0; }
+  uint64_t bytes(Param param) const { return value(param).number; }
+  int choice(Param param) const { return static_cast<int>(value(param).number); }
+  uint32_t mask(Param param) const { return static_cast<uint32_t>(value(param).number); }
+  const std::string& text(Param param) const { return value(param).text; }
+
+  // One complete sentence per problem found while loading.
+  const std::vector<std::string>& diagnostics() const { return diagnostics_; }
+  // Hash of the canonical values of every Plan-scope parameter (63 bits, so its negation fits).
+  int64_t planHash() const;
+  // "GFSHIM_ENABLE=1 GFSHIM_ALGO=auto ...": the Plan-scope values, for mismatch reports.
+  std::string planSummary() const;
+
+ private:
+  ParamValue values_[kParamCount];
+  std::vector<std::string> diagnostics_;
+};
+
+// Parses one value of the given spec; on failure returns false and sets *why to what is accepted.
+bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue* out,
+                     std::string* why);
+
+// The typed view the rest of the shim uses.
+enum class AlgoChoice { kAuto, kRing, kNative };  // order of GFSHIM_ALGO's ACCEPTED list
+
+struct Settings {
+  bool enable = true;
+  AlgoChoice algo = AlgoChoice::kAuto;
+  uint64_t minBytes = 0;
+  uint64_t segmentBytes = 0;
+  LogFilter log;
+  bool stats = false;
+  bool strict = false;
+};
+Settings settingsFrom(const Config& config);
+
+}  // namespace gfshim

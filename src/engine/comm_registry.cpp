@@ -1,0 +1,95 @@
+#include "engine/comm_registry.h"
+
+#include <vector>
+
+#include "common/log.h"
+
+namespace gfshim {
+namespace {
+
+int deleteCommState(MPI_Comm, int, void* attribute, void*) {
+  delete static_cast<CommState*>(attribute);
+  return MPI_SUCCESS;
+}
+
+// True when some rank of `comm` is not in this process's MPI_COMM_WORLD (MPI_Comm_spawn,
+// MPI_Comm_connect). The ranks of such a communicator agreed their parameters in different
+// worlds, so the shim leaves it alone. Every member sees the same answer.
+bool spansWorlds(MPI_Comm comm, int size) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  PMPI_Comm_group(comm, &group);
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(static_cast<size_t>(size)), inWorld(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = i;
+  PMPI_Group_translate_ranks(group, size, ranks.data(), world, inWorld.data());
+  PMPI_Group_free(&group);
+  PMPI_Group_free(&world);
+  for (int rank : inWorld) {
+    if (rank == MPI_UNDEFINED) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+CommState::~CommState() {
+  transport.reset();
+  if (privateComm != MPI_COMM_NULL) PMPI_Comm_free(&privateComm);
+}
+
+Status CommRegistry::start() {
+  const int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteCommState, &keyval_, nullptr);
+  return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Comm_create_keyval", rc);
+}
+
+Status CommRegistry::stateFor(MPI_Comm comm, bool paramsAgree, CommState** state) {
+  void* attribute = nullptr;
+  int found = 0;
+  int rc = PMPI_Comm_get_attr(comm, keyval_, &attribute, &found);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_get_attr", rc);
+  if (found) {
+    *state = static_cast<CommState*>(attribute);
+    return Status::ok();
+  }
+  auto created = std::make_unique<CommState>();
+  CommFacts& facts = created->facts;
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  facts.interComm = inter != 0;
+  PMPI_Comm_size(comm, &facts.size);
+  PMPI_Comm_rank(comm, &facts.rank);
+  facts.spansWorlds = !facts.interComm && spansWorlds(comm, facts.size);
+  facts.paramsAgree = paramsAgree;
+  rc = PMPI_Comm_set_attr(comm, keyval_, created.get());
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_set_attr", rc);
+  *state = created.release();
+  return Status::ok();
+}
+
+Status CommRegistry::ensurePrivateComm(MPI_Comm comm, CommState& state) {
+  if (state.privateComm != MPI_COMM_NULL) return Status::ok();
+  int rc = PMPI_Comm_dup(comm, &state.privateComm);
+  if (rc != MPI_SUCCESS) {
+    state.privateComm = MPI_COMM_NULL;
+    return mpiErrorStatus("PMPI_Comm_dup", rc);
+  }
+  rc = PMPI_Comm_set_errhandler(state.privateComm, MPI_ERRORS_RETURN);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_set_errhandler", rc);
+  state.transport = std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
+  GFSHIM_INFO(kEngine, "created the private communicator for a communicator of %d ranks",
+              state.facts.size);
+  return Status::ok();
+}
+
+void CommRegistry::stop() {
+  if (keyval_ == MPI_KEYVAL_INVALID) return;
+  for (MPI_Comm comm : {MPI_COMM_WORLD, MPI_COMM_SELF}) {
+    void* attribute = nullptr;
+    int found = 0;
+    PMPI_Comm_get_attr(comm, keyval_, &attribute, &found);
+    if (found) PMPI_Comm_delete_attr(comm, keyval_);
+  }
+  PMPI_Comm_free_keyval(&keyval_);
+}
+
+}  // namespace gfshim

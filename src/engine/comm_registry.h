@@ -1,0 +1,45 @@
+// Per-communicator state of the shim, cached on the user's communicator as an MPI attribute, so
+// it lives exactly as long as the communicator: MPI calls the attribute's delete callback when
+// the application frees the communicator (and the finalize hook for MPI_COMM_WORLD/SELF), which
+// frees the private duplicate and the scratch memory.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "algo/workspace.h"
+#include "common/status.h"
+#include "engine/policy.h"
+#include "transport/pmpi_transport.h"
+
+namespace gfshim {
+
+struct CommState {
+  CommFacts facts;
+  MPI_Comm privateComm = MPI_COMM_NULL;  // created collectively at the first engine call
+  std::unique_ptr<PmpiTransport> transport;
+  Workspace workspace;
+  std::set<std::pair<uint64_t, DType>> loggedShapes;  // (bytes, dtype) already logged at INFO
+
+  ~CommState();
+};
+
+class CommRegistry {
+ public:
+  // Creates the attribute key; call once after MPI is initialized.
+  Status start();
+  // The state of `comm`, created with its facts on first sight (local calls only).
+  Status stateFor(MPI_Comm comm, bool paramsAgree, CommState** state);
+  // Collective over `comm`: duplicates it for the shim's traffic on the first engine call.
+  Status ensurePrivateComm(MPI_Comm comm, CommState& state);
+  // Drops the state of the predefined communicators; call before PMPI_Finalize.
+  void stop();
+
+ private:
+  int keyval_ = MPI_KEYVAL_INVALID;
+};
+
+}  // namespace gfshim

@@ -1,0 +1,27 @@
+#include "engine/execute.h"
+
+#include "algo/reducer.h"
+#include "algo/ring_allreduce.h"
+#include "algo/ring_schedule.h"
+
+namespace gfshim {
+
+Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
+                   Workspace& workspace, const void* send, void* recv) {
+  if (plan.route != Route::kEngine || !call.dtype || !call.op || call.count < 0) {
+    return Status::error(StatusCode::kInternal, "executePlan called without an engine plan");
+  }
+  switch (plan.algo) {
+    case Algo::kRing: {
+      const RingSchedule schedule(transport.size(), transport.rank(),
+                                  static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
+                                  plan.segmentBytes);
+      return runRingAllreduce(schedule, cpuReduceFn(*call.dtype, *call.op), transport, workspace,
+                              send, recv);
+    }
+    case Algo::kNone: break;
+  }
+  return Status::error(StatusCode::kInternal, "plan names no algorithm");
+}
+
+}  // namespace gfshim

@@ -1,0 +1,82 @@
+#include "engine/policy.h"
+
+namespace gfshim {
+namespace {
+
+Plan passthrough(Reason reason) {
+  Plan plan;
+  plan.route = Route::kPassthrough;
+  plan.reason = reason;
+  return plan;
+}
+
+}  // namespace
+
+const char* reasonText(Reason reason) {
+  switch (reason) {
+    case Reason::kRingForced: return "ring (GFSHIM_ALGO=ring)";
+    case Reason::kRingAuto: return "ring (auto: the host algorithm of this build)";
+    case Reason::kShimInactive: return "shim inactive (see the warning at MPI_Init)";
+    case Reason::kDisabled: return "GFSHIM_ENABLE=0";
+    case Reason::kParamsDisagree: return "GFSHIM parameters differ across ranks";
+    case Reason::kNonblocking: return "MPI_Iallreduce (fusion not implemented yet)";
+    case Reason::kInvalidCount: return "negative count (erroneous; the MPI reports it)";
+    case Reason::kEmpty: return "count 0";
+    case Reason::kUnsupportedDatatype: return "datatype not reduced by the engine (derived or not predefined for reductions)";
+    case Reason::kUserOp: return "user-defined op";
+    case Reason::kOpNotAllowed: return "op not defined on this datatype (erroneous; the MPI reports it)";
+    case Reason::kNullBuffer: return "null buffer with nonzero count (erroneous; the MPI reports it)";
+    case Reason::kOverlappingBuffers: return "send and receive buffers overlap without MPI_IN_PLACE (erroneous)";
+    case Reason::kBelowMinBytes: return "below GFSHIM_MIN_BYTES";
+    case Reason::kAlgoNative: return "GFSHIM_ALGO=native";
+    case Reason::kInterComm: return "intercommunicator";
+    case Reason::kSpansWorlds: return "communicator spans several MPI_COMM_WORLDs";
+    case Reason::kSingleRank: return "communicator of one rank";
+    case Reason::kCommSetupFailed: return "private communicator could not be created";
+    case Reason::kCount: break;
+  }
+  return "?";
+}
+
+bool isEngineReason(Reason reason) {
+  return reason == Reason::kRingForced || reason == Reason::kRingAuto;
+}
+
+const char* algoName(Algo algo) {
+  switch (algo) {
+    case Algo::kRing: return "ring";
+    case Algo::kNone: break;
+  }
+  return "none";
+}
+
+Plan planCall(const CallInfo& call, const Settings& settings) {
+  if (!settings.enable) return passthrough(Reason::kDisabled);
+  if (call.nonblocking) return passthrough(Reason::kNonblocking);
+  if (call.count < 0) return passthrough(Reason::kInvalidCount);
+  if (call.count == 0) return passthrough(Reason::kEmpty);
+  if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);
+  if (!call.op) return passthrough(Reason::kUserOp);
+  if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
+  if (call.bytes() < settings.minBytes) return passthrough(Reason::kBelowMinBytes);
+  if (call.nullBuffer) return passthrough(Reason::kNullBuffer);
+  if (call.buffersOverlap) return passthrough(Reason::kOverlappingBuffers);
+  if (settings.algo == AlgoChoice::kNative) return passthrough(Reason::kAlgoNative);
+  Plan plan;
+  plan.route = Route::kEngine;
+  plan.algo = Algo::kRing;
+  plan.reason = settings.algo == AlgoChoice::kRing ? Reason::kRingForced : Reason::kRingAuto;
+  plan.segmentBytes = settings.segmentBytes;
+  return plan;
+}
+
+Plan planOnComm(const Plan& callPlan, const CommFacts& comm) {
+  if (callPlan.route == Route::kPassthrough) return callPlan;
+  if (!comm.paramsAgree) return passthrough(Reason::kParamsDisagree);
+  if (comm.interComm) return passthrough(Reason::kInterComm);
+  if (comm.spansWorlds) return passthrough(Reason::kSpansWorlds);
+  if (comm.size == 1) return passthrough(Reason::kSingleRank);
+  return callPlan;
+}
+
+}  // namespace gfshim

@@ -1,0 +1,92 @@
+// Policy: which path an allreduce takes, as a pure function of the call, the agreed settings and
+// the communicator's facts. Every Plan carries a static reason string that the logs, the stats
+// report and the tests show.
+//
+// Cross-rank consistency: a Plan may depend only on what MPI requires to match on every rank
+// (count, datatype, op, communicator, call order) and on settings all ranks have agreed
+// (CommFacts::paramsAgree comes from the agreement allreduce at MPI_Init). Rank-local facts that
+// could differ (buffer addresses, MPI_IN_PLACE, aliasing) only ever lead to a passthrough, and
+// only for erroneous calls, where the MPI itself reports the error. So either every rank takes
+// the engine path with the same algorithm, or every rank passes the call to the MPI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "common/types.h"
+#include "config/config.h"
+
+namespace gfshim {
+
+enum class Route : uint8_t { kEngine, kPassthrough };
+enum class Algo : uint8_t { kNone, kRing };
+
+enum class Reason : uint8_t {
+  // engine
+  kRingForced,
+  kRingAuto,
+  // passthrough
+  kShimInactive,
+  kDisabled,
+  kParamsDisagree,
+  kNonblocking,
+  kInvalidCount,
+  kEmpty,
+  kUnsupportedDatatype,
+  kUserOp,
+  kOpNotAllowed,
+  kNullBuffer,
+  kOverlappingBuffers,
+  kBelowMinBytes,
+  kAlgoNative,
+  kInterComm,
+  kSpansWorlds,
+  kSingleRank,
+  kCommSetupFailed,
+  kCount
+};
+constexpr int kReasonCount = static_cast<int>(Reason::kCount);
+const char* reasonText(Reason reason);
+bool isEngineReason(Reason reason);
+
+// An allreduce call in plain C++ terms (built by the hook from the MPI arguments).
+struct CallInfo {
+  int64_t count = 0;                // elements; negative counts are erroneous calls
+  std::optional<DType> dtype;       // empty: not a predefined datatype the engine reduces
+  std::optional<RedOp> op;          // empty: user-defined (or unknown) op
+  bool inPlace = false;             // sendbuf == MPI_IN_PLACE
+  bool buffersOverlap = false;      // distinct send/recv ranges that overlap (erroneous)
+  bool nullBuffer = false;          // a null buffer with a nonzero count (erroneous)
+  bool nonblocking = false;         // MPI_Iallreduce
+  MemKind memKind = MemKind::kHost;
+
+  uint64_t bytes() const {
+    return dtype && count > 0 ? static_cast<uint64_t>(count) * dtypeBytes(*dtype) : 0;
+  }
+};
+
+struct CommFacts {
+  int size = 1;
+  int rank = 0;
+  bool interComm = false;
+  bool spansWorlds = false;  // holds ranks outside this process's MPI_COMM_WORLD
+  bool paramsAgree = true;   // plan-relevant parameters are identical on every rank
+};
+
+struct Plan {
+  Route route = Route::kPassthrough;
+  Algo algo = Algo::kNone;
+  Reason reason = Reason::kShimInactive;
+  uint64_t segmentBytes = 0;
+};
+
+// Call-level decision, made before any communicator state is looked up (the cheap common case
+// of small calls ends here). A kEngine result is provisional until planOnComm.
+Plan planCall(const CallInfo& call, const Settings& settings);
+// Completes a provisional engine plan with the communicator's facts.
+Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
+
+const char* algoName(Algo algo);
+
+}  // namespace gfshim

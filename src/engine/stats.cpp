@@ -1,0 +1,84 @@
+#include "engine/stats.h"
+
+#include <cstdio>
+
+namespace gfshim {
+namespace {
+
+std::string humanBytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, kUnits[unit]);
+  return text;
+}
+
+}  // namespace
+
+void Stats::record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos) {
+  const int i = static_cast<int>(reason);
+  calls_[i].fetch_add(1, std::memory_order_relaxed);
+  bytes_[i].fetch_add(bytes, std::memory_order_relaxed);
+  if (commSize > 1) {
+    busBytes_[i].fetch_add(bytes * 2 * static_cast<uint64_t>(commSize - 1) / static_cast<uint64_t>(commSize),
+                           std::memory_order_relaxed);
+  }
+  nanos_[i].fetch_add(nanos, std::memory_order_relaxed);
+}
+
+StatsCounters Stats::snapshot() const {
+  StatsCounters out;
+  for (int i = 0; i < kReasonCount; ++i) {
+    out.calls[i] = calls_[i].load(std::memory_order_relaxed);
+    out.bytes[i] = bytes_[i].load(std::memory_order_relaxed);
+    out.busBytes[i] = busBytes_[i].load(std::memory_order_relaxed);
+    out.nanos[i] = nanos_[i].load(std::memory_order_relaxed);
+  }
+  return out;
+}
+
+std::string formatStatsReport(const StatsCounters& summed, int ranks) {
+  std::string report;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "GFSHIM STATS over %d ranks: calls and bytes summed over ranks; time is the "
+                "slowest rank's; bandwidth per rank as nccl-tests\n",
+                ranks);
+  report += line;
+  std::snprintf(line, sizeof(line), "GFSHIM STATS %-12s %-60s %10s %12s %10s %12s %12s\n", "path",
+                "reason", "calls", "bytes", "time(s)", "algbw(GB/s)", "busbw(GB/s)");
+  report += line;
+  uint64_t engineCalls = 0, passthroughCalls = 0;
+  for (int i = 0; i < kReasonCount; ++i) {
+    if (summed.calls[i] == 0) continue;
+    const Reason reason = static_cast<Reason>(i);
+    const bool engine = isEngineReason(reason);
+    (engine ? engineCalls : passthroughCalls) += summed.calls[i];
+    const double seconds = static_cast<double>(summed.nanos[i]) * 1e-9;
+    if (engine && seconds > 0) {
+      const double perRank = 1.0 / static_cast<double>(ranks);
+      std::snprintf(line, sizeof(line), "GFSHIM STATS %-12s %-60s %10llu %12s %10.3f %12.2f %12.2f\n",
+                    "engine", reasonText(reason), static_cast<unsigned long long>(summed.calls[i]),
+                    humanBytes(static_cast<double>(summed.bytes[i])).c_str(), seconds,
+                    static_cast<double>(summed.bytes[i]) * perRank / seconds * 1e-9,
+                    static_cast<double>(summed.busBytes[i]) * perRank / seconds * 1e-9);
+    } else {
+      std::snprintf(line, sizeof(line), "GFSHIM STATS %-12s %-60s %10llu %12s %10s %12s %12s\n",
+                    engine ? "engine" : "passthrough", reasonText(reason),
+                    static_cast<unsigned long long>(summed.calls[i]),
+                    humanBytes(static_cast<double>(summed.bytes[i])).c_str(), "-", "-", "-");
+    }
+    report += line;
+  }
+  std::snprintf(line, sizeof(line), "GFSHIM STATS summary engine_calls=%llu passthrough_calls=%llu\n",
+                static_cast<unsigned long long>(engineCalls),
+                static_cast<unsigned long long>(passthroughCalls));
+  report += line;
+  return report;
+}
+
+}  // namespace gfshim

@@ -1,0 +1,28 @@
+// Transport: the point-to-point operations an algorithm schedule runs on. Implementations: PMPI
+// on a private duplicate communicator (transport/pmpi_transport), and an in-process fake with
+// rendezvous semantics for threads-as-ranks tests (transport/fake_transport).
+//
+// Contract, as for MPI nonblocking point-to-point: a posted send's buffer must stay untouched and
+// a posted receive's buffer unread until wait() on its id returns; messages between one pair of
+// ranks match in posting order; wait() must be called exactly once for every posted id.
+#pragma once
+
+#include <cstddef>
+
+#include "common/status.h"
+
+namespace gfshim {
+
+using TransferId = int;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Status postSend(const void* data, size_t bytes, int peer, TransferId* id) = 0;
+  virtual Status postRecv(void* data, size_t bytes, int peer, TransferId* id) = 0;
+  virtual Status wait(TransferId id) = 0;
+};
+
+}  // namespace gfshim

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs an MPI program under mpirun with libgfshim.so preloaded into every rank, then checks its
+# output: the exit status, optional regular expressions, and (with --expect-engine) that the
+# shim's statistics report shows engine calls, so a test cannot pass by silently passing
+# everything through.
+#
+# usage: run_with_shim.sh --mpi openmpi|mpich --launcher MPIRUN --shim LIB --np N
+#                         [--env NAME=VALUE]... [--expect REGEX]... [--reject REGEX]...
+#                         [--expect-engine] [--no-preload] -- PROGRAM [ARGS...]
+set -euo pipefail
+
+flavour=openmpi launcher="" shim="" np=2 expect_engine=0 preload=1
+envs=() expects=() rejects=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --mpi) flavour=$2; shift 2 ;;
+    --launcher) launcher=$2; shift 2 ;;
+    --shim) shim=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --env) envs+=("$2"); shift 2 ;;
+    --expect) expects+=("$2"); shift 2 ;;
+    --reject) rejects+=("$2"); shift 2 ;;
+    --expect-engine) expect_engine=1; shift ;;
+    --no-preload) preload=0; shift ;;
+    --) shift; break ;;
+    *) echo "run_with_shim.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "run_with_shim.sh: no program given" >&2; exit 2; }
+
+envs+=("GFSHIM_STATS=1")
+cmd=()
+if [[ $flavour == openmpi ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  cmd=("$launcher" -np "$np" --bind-to none)
+  [[ $preload == 1 ]] && cmd+=(-x "LD_PRELOAD=$shim")
+  for e in "${envs[@]}"; do cmd+=(-x "$e"); done
+else
+  cmd=("$launcher" -np "$np")
+  [[ $preload == 1 ]] && cmd+=(-genv LD_PRELOAD "$shim")
+  for e in "${envs[@]}"; do cmd+=(-genv "${e%%=*}" "${e#*=}"); done
+fi
+cmd+=("$@")
+echo "# cmd: ${cmd[*]}"
+output=$(timeout 600 "${cmd[@]}" 2>&1) && status=0 || status=$?
+echo "$output"
+
+fail() { echo "run_with_shim.sh: FAILED: $*"; exit 1; }
+[[ $status -eq 0 ]] || fail "exit status $status"
+for re in "${expects[@]+"${expects[@]}"}"; do
+  grep -Eq -- "$re" <<<"$output" || fail "output lacks /$re/"
+done
+for re in "${rejects[@]+"${rejects[@]}"}"; do
+  if grep -Eq -- "$re" <<<"$output"; then fail "output contains /$re/"; fi
+done
+if [[ $expect_engine == 1 ]]; then
+  engine=$(sed -n 's/.*GFSHIM STATS summary engine_calls=\([0-9]*\).*/\1/p' <<<"$output" | tail -1)
+  [[ -n $engine ]] || fail "no GFSHIM STATS summary line (was the shim loaded?)"
+  if [[ $np -gt 1 && $engine -eq 0 ]]; then fail "the shim's engine handled no call"; fi
+fi
+echo "run_with_shim.sh: ok"

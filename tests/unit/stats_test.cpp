@@ -1,0 +1,26 @@
+#include "engine/stats.h"
+
+#include <gtest/gtest.h>
+
+namespace gfshim {
+namespace {
+
+TEST(Stats, ReportShowsPathsReasonsAndBandwidth) {
+  Stats stats;
+  stats.record(Reason::kRingAuto, 1 << 20, 4, 1000000);  // 1 MiB in 1 ms on 4 ranks
+  stats.record(Reason::kBelowMinBytes, 8, 0, 0);
+  stats.record(Reason::kBelowMinBytes, 8, 0, 0);
+  const StatsCounters counters = stats.snapshot();
+  EXPECT_EQ(counters.calls[static_cast<int>(Reason::kRingAuto)], 1u);
+  EXPECT_EQ(counters.busBytes[static_cast<int>(Reason::kRingAuto)], (1u << 20) * 6 / 4);
+  const std::string report = formatStatsReport(counters, 1);
+  EXPECT_NE(report.find("engine"), std::string::npos) << report;
+  EXPECT_NE(report.find(reasonText(Reason::kBelowMinBytes)), std::string::npos) << report;
+  EXPECT_NE(report.find("summary engine_calls=1 passthrough_calls=2"), std::string::npos) << report;
+  // 1 MiB / 1 ms = 1.05 GB/s algbw, x 1.5 = 1.57 GB/s busbw.
+  EXPECT_NE(report.find("1.05"), std::string::npos) << report;
+  EXPECT_NE(report.find("1.57"), std::string::npos) << report;
+}
+
+}  // namespace
+}  // namespace gfshim

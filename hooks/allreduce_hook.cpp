@@ -91,8 +91,9 @@ int reportError(MPI_Comm comm, const Status& status) {
   return code;
 }
 
+// Plans are agreed, so the communicator's rank 0 speaks for all of its ranks.
 void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
-  if (!logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
+  if (state.facts.rank != 0 || !logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
   if (!state.loggedShapes.insert({call.bytes(), *call.dtype}).second) return;
   GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s, segment %llu bytes",
               static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),
@@ -107,21 +108,19 @@ int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason re
   return callPmpi(a);
 }
 
-int routeAllreduce(Runtime& rt, const TypedArgs& a) {
-  const CallInfo call = describeCall(a);
-  Plan plan = planCall(call, rt.settings);
-  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
-
+// The engine side of a call the policy accepted. Out of line, so the pass-through path of tiny
+// calls keeps a small stack frame.
+__attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
+                                              Plan plan) {
+  // From here on a failure is reported as an error, never a pass-through: the other ranks may
+  // already be on the engine path (invariant 3).
   CommState* state = nullptr;
   Status status = rt.registry.stateFor(a.comm, rt.paramsAgree, &state);
-  if (!status.isOk()) return passthrough(rt, a, call, Reason::kCommSetupFailed);
+  if (!status.isOk()) return reportError(a.comm, status);
   plan = planOnComm(plan, state->facts);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
   status = rt.registry.ensurePrivateComm(a.comm, *state);
-  if (!status.isOk()) {
-    GFSHIM_WARN(kEngine, "%s", status.message().c_str());
-    return passthrough(rt, a, call, Reason::kCommSetupFailed);
-  }
+  if (!status.isOk()) return reportError(a.comm, status);
 
   logPlanOnce(*state, call, plan);
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
@@ -134,6 +133,13 @@ int routeAllreduce(Runtime& rt, const TypedArgs& a) {
   if (!status.isOk()) return reportError(a.comm, status);
   rt.stats.record(plan.reason, call.bytes(), state->facts.size, static_cast<uint64_t>(nanos.count()));
   return MPI_SUCCESS;
+}
+
+int routeAllreduce(Runtime& rt, const TypedArgs& a) {
+  const CallInfo call = describeCall(a);
+  const Plan plan = planCall(call, rt.settings);
+  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+  return engineAllreduce(rt, a, call, plan);
 }
 
 }  // namespace

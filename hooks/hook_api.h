@@ -7,6 +7,7 @@
 // would truncate or misread them before it could forward them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace gfshim::hooks {
@@ -26,9 +27,18 @@ struct RawAllreduceArgs {
   AllreduceVariant variant;
 };
 
+namespace detail {
+enum FlavourCheck : int { kUnchecked = 0, kBuiltForThisMpi = 1, kForeignMpi = 2 };
+extern std::atomic<int> gFlavourCheck;
+bool checkFlavourOnce() noexcept;
+}  // namespace detail
+
 // True when the running MPI library is not the flavour this shim was built for; exports then
-// forward every call untouched. Decided once, on first use.
-bool foreignMpi() noexcept;
+// forward every call untouched. Decided once, on first use; afterwards one relaxed load.
+inline bool foreignMpi() noexcept {
+  const int check = detail::gFlavourCheck.load(std::memory_order_relaxed);
+  return check == detail::kUnchecked ? detail::checkFlavourOnce() : check == detail::kForeignMpi;
+}
 
 int initHook(int* argc, char*** argv) noexcept;
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept;

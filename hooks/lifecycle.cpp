@@ -24,12 +24,11 @@
 
 namespace gfshim::hooks {
 
-thread_local int ReentryGuard::depth_ = 0;
-
-Runtime& runtime() {
-  static Runtime* instance = new Runtime();  // never destroyed: hooks may run during exit
-  return *instance;
-}
+namespace detail {
+__thread int gReentryDepth __attribute__((tls_model("initial-exec"))) = 0;
+Runtime* const gRuntime = new Runtime();  // never destroyed: hooks may run during exit
+std::atomic<int> gFlavourCheck{kUnchecked};
+}  // namespace detail
 
 namespace {
 
@@ -46,7 +45,9 @@ bool isBuiltForFlavour(const char* version) {
 #endif
 
 bool detectForeignMpi() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  // Sized for any flavour, not by this build's MPI_MAX_LIBRARY_VERSION_STRING: Open MPI's is 256,
+  // MPICH's 8192, and a foreign MPI writes up to its own limit.
+  static char version[65536];
   int length = 0;
   PMPI_Get_library_version(version, &length);
   if (isBuiltForFlavour(version)) return false;
@@ -149,8 +150,9 @@ int afterInit(int rc) {
 
 }  // namespace
 
-bool foreignMpi() noexcept {
-  static const bool foreign = detectForeignMpi();
+bool detail::checkFlavourOnce() noexcept {
+  static const bool foreign = detectForeignMpi();  // thread-safe, runs once
+  gFlavourCheck.store(foreign ? kForeignMpi : kBuiltForThisMpi, std::memory_order_relaxed);
   return foreign;
 }
 

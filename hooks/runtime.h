@@ -23,20 +23,27 @@ struct Runtime {
   std::atomic<bool> active{false};  // MPI_Init went through the hook and the shim is set up
 };
 
-Runtime& runtime();
+namespace detail {
+extern Runtime* const gRuntime;
+}  // namespace detail
+inline Runtime& runtime() { return *detail::gRuntime; }
 
 // Every MPI call the shim makes below the hooks goes to PMPI; a hook entered while this thread is
 // already inside the shim (an MPI library calling back into MPI_*) forwards straight to PMPI.
+// Initial-exec TLS: the shim is preloaded, so its thread-locals live in static TLS and cost no
+// __tls_get_addr call on the pass-through path.
+// (__thread rather than thread_local: a trivially initialized int needs no TLS init wrapper.)
+namespace detail {
+extern __thread int gReentryDepth __attribute__((tls_model("initial-exec")));
+}  // namespace detail
+
 class ReentryGuard {
  public:
-  ReentryGuard() { depth_++; }
-  ~ReentryGuard() { depth_--; }
+  ReentryGuard() { detail::gReentryDepth++; }
+  ~ReentryGuard() { detail::gReentryDepth--; }
   ReentryGuard(const ReentryGuard&) = delete;
   ReentryGuard& operator=(const ReentryGuard&) = delete;
-  static bool inside() { return depth_ > 0; }
-
- private:
-  static thread_local int depth_;
+  static bool inside() { return detail::gReentryDepth > 0; }
 };
 
 }  // namespace gfshim::hooks

@@ -8,10 +8,13 @@
 #include <cstring>
 
 namespace gfshim {
+namespace detail {
+std::atomic<uint8_t> gLogLevel{static_cast<uint8_t>(LogLevel::kWarn)};
+std::atomic<uint32_t> gLogSubsysMask{~0u};
+}  // namespace detail
+
 namespace {
 
-std::atomic<uint8_t> gLevel{static_cast<uint8_t>(LogLevel::kWarn)};
-std::atomic<uint32_t> gSubsysMask{~0u};
 std::atomic<int> gRank{-1};
 
 const char* levelName(LogLevel level) {
@@ -40,16 +43,11 @@ const char* subsysName(LogSubsys subsys) {
 }  // namespace
 
 void setLogFilter(LogFilter filter) {
-  gLevel.store(static_cast<uint8_t>(filter.level), std::memory_order_relaxed);
-  gSubsysMask.store(filter.subsysMask, std::memory_order_relaxed);
+  detail::gLogLevel.store(static_cast<uint8_t>(filter.level), std::memory_order_relaxed);
+  detail::gLogSubsysMask.store(filter.subsysMask, std::memory_order_relaxed);
 }
 
 void setLogRank(int rank) { gRank.store(rank, std::memory_order_relaxed); }
-
-bool logEnabled(LogLevel level, LogSubsys subsys) {
-  return static_cast<uint8_t>(level) <= gLevel.load(std::memory_order_relaxed) &&
-         (static_cast<uint32_t>(subsys) & gSubsysMask.load(std::memory_order_relaxed)) != 0;
-}
 
 void logLine(LogLevel level, LogSubsys subsys, const char* format, ...) {
   char host[64] = "?";

@@ -2,6 +2,7 @@
 // Lines look like `host:pid [rank] GFSHIM LEVEL SUBSYS: message` and go to stderr in one write.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace gfshim {
@@ -26,7 +27,16 @@ struct LogFilter {
 void setLogFilter(LogFilter filter);
 // The rank shown in the prefix; -1 (before MPI_Init) shows `[?]`.
 void setLogRank(int rank);
-bool logEnabled(LogLevel level, LogSubsys subsys);
+namespace detail {
+extern std::atomic<uint8_t> gLogLevel;
+extern std::atomic<uint32_t> gLogSubsysMask;
+}  // namespace detail
+
+// Inline: checked before any formatting, also on the pass-through path.
+inline bool logEnabled(LogLevel level, LogSubsys subsys) {
+  return static_cast<uint8_t>(level) <= detail::gLogLevel.load(std::memory_order_relaxed) &&
+         (static_cast<uint32_t>(subsys) & detail::gLogSubsysMask.load(std::memory_order_relaxed)) != 0;
+}
 void logLine(LogLevel level, LogSubsys subsys, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -38,15 +38,52 @@ struct ValueIndexPair {
   int index;
 };
 
+
+
+namespace detail {
+// Inline tables: these run on every intercepted call, including tiny pass-throughs.
+constexpr uint8_t kDTypeBytes[] = {
+    1, 2, 4, 8,                                    // int8..int64
+    1, 2, 4, 8,                                    // uint8..uint64
+    4, 8, sizeof(long double),                     // float, double, long double
+    8, 16, 2 * sizeof(long double),                // complex float/double/long double
+    1, 1,                                          // bool, byte
+    sizeof(ValueIndexPair<float>), sizeof(ValueIndexPair<double>), sizeof(ValueIndexPair<long>),
+    sizeof(ValueIndexPair<int>), sizeof(ValueIndexPair<short>),
+    sizeof(ValueIndexPair<long double>)};
+static_assert(sizeof(kDTypeBytes) == static_cast<size_t>(DType::kCount));
+
+enum TypeClassBit : uint8_t {
+  kInteger = 1, kReal = 2, kComplex = 4, kLogical = 8, kByteClass = 16, kPair = 32
+};
+constexpr uint8_t kDTypeClass[] = {
+    kInteger, kInteger, kInteger, kInteger, kInteger, kInteger, kInteger, kInteger,
+    kReal, kReal, kReal, kComplex, kComplex, kComplex, kLogical, kByteClass,
+    kPair, kPair, kPair, kPair, kPair, kPair};
+static_assert(sizeof(kDTypeClass) == static_cast<size_t>(DType::kCount));
+
+// MPI 3.1 section 5.9.2: MAX/MIN on integers and reals; SUM/PROD also on complex; logical ops
+// on integers and C_BOOL; bitwise ops on integers and BYTE; MINLOC/MAXLOC on the pair types.
+constexpr uint8_t kOpAllowedClasses[] = {
+    kInteger | kReal | kComplex, kInteger | kReal | kComplex,  // sum, prod
+    kInteger | kReal, kInteger | kReal,                        // max, min
+    kInteger | kLogical, kInteger | kLogical, kInteger | kLogical,
+    kInteger | kByteClass, kInteger | kByteClass, kInteger | kByteClass,
+    kPair, kPair};
+static_assert(sizeof(kOpAllowedClasses) == static_cast<size_t>(RedOp::kCount));
+}  // namespace detail
+
 // Bytes per element in memory (the extent; equals the MPI type size except for padded pairs).
-size_t dtypeBytes(DType type);
+inline size_t dtypeBytes(DType type) { return detail::kDTypeBytes[static_cast<size_t>(type)]; }
+
+// Whether the MPI standard allows `op` on `type` (see kOpAllowedClasses). Other combinations are
+// erroneous calls the engine leaves to the MPI.
+inline bool opAllowedOn(RedOp op, DType type) {
+  return (detail::kOpAllowedClasses[static_cast<size_t>(op)] &
+          detail::kDTypeClass[static_cast<size_t>(type)]) != 0;
+}
+
 const char* dtypeName(DType type);
 const char* redOpName(RedOp op);
-
-// Whether the MPI standard (3.1, section 5.9.2) allows `op` on `type`: MAX/MIN on integers and
-// reals; SUM/PROD also on complex; logical ops on integers and C_BOOL; bitwise ops on integers
-// and BYTE; MINLOC/MAXLOC on the pair types. Other combinations are erroneous calls the engine
-// leaves to the MPI.
-bool opAllowedOn(RedOp op, DType type);
 
 }  // namespace gfshim

@@ -32,7 +32,6 @@ const char* reasonText(Reason reason) {
     case Reason::kInterComm: return "intercommunicator";
     case Reason::kSpansWorlds: return "communicator spans several MPI_COMM_WORLDs";
     case Reason::kSingleRank: return "communicator of one rank";
-    case Reason::kCommSetupFailed: return "private communicator could not be created";
     case Reason::kCount: break;
   }
   return "?";

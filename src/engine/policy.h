@@ -43,7 +43,6 @@ enum class Reason : uint8_t {
   kInterComm,
   kSpansWorlds,
   kSingleRank,
-  kCommSetupFailed,
   kCount
 };
 constexpr int kReasonCount = static_cast<int>(Reason::kCount);

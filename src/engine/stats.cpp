@@ -19,24 +19,75 @@ std::string humanBytes(double bytes) {
 
 }  // namespace
 
-void Stats::record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos) {
-  const int i = static_cast<int>(reason);
-  calls_[i].fetch_add(1, std::memory_order_relaxed);
-  bytes_[i].fetch_add(bytes, std::memory_order_relaxed);
-  if (commSize > 1) {
-    busBytes_[i].fetch_add(bytes * 2 * static_cast<uint64_t>(commSize - 1) / static_cast<uint64_t>(commSize),
-                           std::memory_order_relaxed);
+struct Stats::ThreadBlock {
+  std::atomic<uint64_t> calls[kReasonCount] = {};
+  std::atomic<uint64_t> bytes[kReasonCount] = {};
+  std::atomic<uint64_t> busBytes[kReasonCount] = {};
+  std::atomic<uint64_t> nanos[kReasonCount] = {};
+  const Stats* owner = nullptr;
+  ThreadBlock* next = nullptr;
+};
+
+namespace {
+
+// Single writer per block: a relaxed load and store compile to a plain add, and concurrent
+// readers (snapshot) still see whole values.
+void bump(std::atomic<uint64_t>& counter, uint64_t amount) {
+  counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Stats::~Stats() {
+  ThreadBlock* block = blocks_.load(std::memory_order_acquire);
+  while (block != nullptr) {
+    ThreadBlock* next = block->next;
+    delete block;
+    block = next;
   }
-  nanos_[i].fetch_add(nanos, std::memory_order_relaxed);
+}
+
+namespace {
+// The block this thread last recorded into; the shim has one Stats object, tests several.
+thread_local Stats::ThreadBlock* tCachedBlock __attribute__((tls_model("initial-exec"))) = nullptr;
+}  // namespace
+
+inline Stats::ThreadBlock* Stats::blockOfThisThread() {
+  ThreadBlock* cached = tCachedBlock;
+  return cached != nullptr && cached->owner == this ? cached : registerThisThread();
+}
+
+__attribute__((noinline)) Stats::ThreadBlock* Stats::registerThisThread() {
+  auto* block = new ThreadBlock();
+  block->owner = this;
+  block->next = blocks_.load(std::memory_order_relaxed);
+  while (!blocks_.compare_exchange_weak(block->next, block, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+  }
+  tCachedBlock = block;
+  return block;
+}
+
+void Stats::record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos) {
+  ThreadBlock* block = blockOfThisThread();
+  const int i = static_cast<int>(reason);
+  bump(block->calls[i], 1);
+  bump(block->bytes[i], bytes);
+  if (commSize > 1) {
+    bump(block->busBytes[i], bytes * 2 * static_cast<uint64_t>(commSize - 1) / static_cast<uint64_t>(commSize));
+  }
+  if (nanos != 0) bump(block->nanos[i], nanos);
 }
 
 StatsCounters Stats::snapshot() const {
   StatsCounters out;
-  for (int i = 0; i < kReasonCount; ++i) {
-    out.calls[i] = calls_[i].load(std::memory_order_relaxed);
-    out.bytes[i] = bytes_[i].load(std::memory_order_relaxed);
-    out.busBytes[i] = busBytes_[i].load(std::memory_order_relaxed);
-    out.nanos[i] = nanos_[i].load(std::memory_order_relaxed);
+  for (ThreadBlock* block = blocks_.load(std::memory_order_acquire); block != nullptr; block = block->next) {
+    for (int i = 0; i < kReasonCount; ++i) {
+      out.calls[i] += block->calls[i].load(std::memory_order_relaxed);
+      out.bytes[i] += block->bytes[i].load(std::memory_order_relaxed);
+      out.busBytes[i] += block->busBytes[i].load(std::memory_order_relaxed);
+      out.nanos[i] += block->nanos[i].load(std::memory_order_relaxed);
+    }
   }
   return out;
 }

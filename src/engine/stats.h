@@ -1,5 +1,9 @@
 // Per-process counters behind GFSHIM_STATS, and the report rank 0 prints at MPI_Finalize after
 // the counters of all ranks were reduced (sums, except time: the slowest rank).
+//
+// Cost: record() is on every intercepted call, including the pass-through of tiny allreduces,
+// so it must cost a few nanoseconds. Each thread owns a block of counters it alone writes (plain
+// loads and stores, no locked read-modify-write); snapshot() sums the blocks of all threads.
 #pragma once
 
 #include <atomic>
@@ -19,14 +23,22 @@ struct StatsCounters {
 
 class Stats {
  public:
+  Stats() = default;
+  Stats(const Stats&) = delete;
+  Stats& operator=(const Stats&) = delete;
+  ~Stats();
+
+  // `commSize` and `nanos` only matter for engine calls (0 for pass-through).
   void record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos);
   StatsCounters snapshot() const;
 
+  struct ThreadBlock;  // opaque; defined in stats.cpp
+
  private:
-  std::atomic<uint64_t> calls_[kReasonCount] = {};
-  std::atomic<uint64_t> bytes_[kReasonCount] = {};
-  std::atomic<uint64_t> busBytes_[kReasonCount] = {};
-  std::atomic<uint64_t> nanos_[kReasonCount] = {};
+  ThreadBlock* blockOfThisThread();
+  ThreadBlock* registerThisThread();
+
+  std::atomic<ThreadBlock*> blocks_{nullptr};  // lock-free list, one block per recording thread
 };
 
 // `summed` holds counters summed over `ranks` ranks, with nanos as the maximum over ranks.

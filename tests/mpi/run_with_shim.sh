@@ -5,12 +5,13 @@
 # everything through.
 #
 # usage: run_with_shim.sh --mpi openmpi|mpich --launcher MPIRUN --shim LIB --np N
-#                         [--env NAME=VALUE]... [--expect REGEX]... [--reject REGEX]...
-#                         [--expect-engine] [--no-preload] -- PROGRAM [ARGS...]
+#                         [--env NAME=VALUE]... [--expect REGEX]... [--expect-once REGEX]...
+#                         [--reject REGEX]... [--expect-engine | --expect-no-engine]
+#                         [--expect-fail] -- PROGRAM [ARGS...]
 set -euo pipefail
 
-flavour=openmpi launcher="" shim="" np=2 expect_engine=0 preload=1
-envs=() expects=() rejects=()
+flavour=openmpi launcher="" shim="" np=2 expect_engine="" expect_fail=0
+envs=() expects=() onces=() rejects=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --mpi) flavour=$2; shift 2 ;;
@@ -19,9 +20,11 @@ while [[ $# -gt 0 ]]; do
     --np) np=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --expect) expects+=("$2"); shift 2 ;;
+    --expect-once) onces+=("$2"); shift 2 ;;
     --reject) rejects+=("$2"); shift 2 ;;
-    --expect-engine) expect_engine=1; shift ;;
-    --no-preload) preload=0; shift ;;
+    --expect-engine) expect_engine=yes; shift ;;
+    --expect-no-engine) expect_engine=no; shift ;;
+    --expect-fail) expect_fail=1; shift ;;
     --) shift; break ;;
     *) echo "run_with_shim.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -32,12 +35,10 @@ envs+=("GFSHIM_STATS=1")
 cmd=()
 if [[ $flavour == openmpi ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  cmd=("$launcher" -np "$np" --bind-to none)
-  [[ $preload == 1 ]] && cmd+=(-x "LD_PRELOAD=$shim")
+  cmd=("$launcher" -np "$np" --bind-to none -x "LD_PRELOAD=$shim")
   for e in "${envs[@]}"; do cmd+=(-x "$e"); done
 else
-  cmd=("$launcher" -np "$np")
-  [[ $preload == 1 ]] && cmd+=(-genv LD_PRELOAD "$shim")
+  cmd=("$launcher" -np "$np" -genv LD_PRELOAD "$shim")
   for e in "${envs[@]}"; do cmd+=(-genv "${e%%=*}" "${e#*=}"); done
 fi
 cmd+=("$@")
@@ -46,16 +47,25 @@ output=$(timeout 600 "${cmd[@]}" 2>&1) && status=0 || status=$?
 echo "$output"
 
 fail() { echo "run_with_shim.sh: FAILED: $*"; exit 1; }
-[[ $status -eq 0 ]] || fail "exit status $status"
+if [[ $expect_fail == 1 ]]; then
+  [[ $status -ne 0 ]] || fail "expected a non-zero exit status"
+else
+  [[ $status -eq 0 ]] || fail "exit status $status"
+fi
 for re in "${expects[@]+"${expects[@]}"}"; do
   grep -Eq -- "$re" <<<"$output" || fail "output lacks /$re/"
+done
+for re in "${onces[@]+"${onces[@]}"}"; do
+  n=$(grep -Ec -- "$re" <<<"$output" || true)
+  [[ $n -eq 1 ]] || fail "/$re/ appears $n times, expected exactly once"
 done
 for re in "${rejects[@]+"${rejects[@]}"}"; do
   if grep -Eq -- "$re" <<<"$output"; then fail "output contains /$re/"; fi
 done
-if [[ $expect_engine == 1 ]]; then
+if [[ -n $expect_engine ]]; then
   engine=$(sed -n 's/.*GFSHIM STATS summary engine_calls=\([0-9]*\).*/\1/p' <<<"$output" | tail -1)
   [[ -n $engine ]] || fail "no GFSHIM STATS summary line (was the shim loaded?)"
-  if [[ $np -gt 1 && $engine -eq 0 ]]; then fail "the shim's engine handled no call"; fi
+  if [[ $expect_engine == yes && $np -gt 1 && $engine -eq 0 ]]; then fail "the shim's engine handled no call"; fi
+  if [[ $expect_engine == no && $engine -ne 0 ]]; then fail "the shim's engine handled $engine calls, expected none"; fi
 fi
 echo "run_with_shim.sh: ok"

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 namespace gfshim {
 namespace {
 
@@ -20,6 +23,26 @@ TEST(Stats, ReportShowsPathsReasonsAndBandwidth) {
   // 1 MiB / 1 ms = 1.05 GB/s algbw, x 1.5 = 1.57 GB/s busbw.
   EXPECT_NE(report.find("1.05"), std::string::npos) << report;
   EXPECT_NE(report.find("1.57"), std::string::npos) << report;
+}
+
+}  // namespace
+}  // namespace gfshim
+
+namespace gfshim {
+namespace {
+
+TEST(Stats, CountsFromManyThreadsAddUp) {
+  Stats stats;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&stats] {
+      for (int i = 0; i < 10000; ++i) stats.record(Reason::kBelowMinBytes, 3, 0, 0);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const StatsCounters counters = stats.snapshot();
+  EXPECT_EQ(counters.calls[static_cast<int>(Reason::kBelowMinBytes)], 40000u);
+  EXPECT_EQ(counters.bytes[static_cast<int>(Reason::kBelowMinBytes)], 120000u);
 }
 
 }  // namespace

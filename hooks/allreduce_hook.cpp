@@ -95,10 +95,11 @@ int reportError(MPI_Comm comm, const Status& status) {
 void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
   if (state.facts.rank != 0 || !logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
   if (!state.loggedShapes.insert({call.bytes(), *call.dtype}).second) return;
-  GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s, segment %llu bytes",
+  GFSHIM_INFO(kPolicy,
+              "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s, segment %llu bytes",
               static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),
-              dtypeName(*call.dtype), redOpName(*call.op), state.facts.size, reasonText(plan.reason),
-              static_cast<unsigned long long>(plan.segmentBytes));
+              dtypeName(*call.dtype), redOpName(*call.op), state.facts.size,
+              reasonText(plan.reason), static_cast<unsigned long long>(plan.segmentBytes));
 }
 
 int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason reason) {
@@ -131,7 +132,8 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
   if (!status.isOk()) return reportError(a.comm, status);
-  rt.stats.record(plan.reason, call.bytes(), state->facts.size, static_cast<uint64_t>(nanos.count()));
+  rt.stats.record(plan.reason, call.bytes(), state->facts.size,
+                  static_cast<uint64_t>(nanos.count()));
   return MPI_SUCCESS;
 }
 

@@ -23,8 +23,9 @@ GFSHIM_EXPORT int MPI_Init(int* argc, char*** argv) {
 }
 
 GFSHIM_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Init_thread(argc, argv, required, provided)
-                                     : gfshim::hooks::initThreadHook(argc, argv, required, provided);
+  return gfshim::hooks::foreignMpi()
+             ? PMPI_Init_thread(argc, argv, required, provided)
+             : gfshim::hooks::initThreadHook(argc, argv, required, provided);
 }
 
 GFSHIM_EXPORT int MPI_Finalize(void) {
@@ -40,7 +41,8 @@ GFSHIM_EXPORT int MPI_Allreduce(const void* send, void* recv, int count, RawHand
 
 GFSHIM_EXPORT int MPI_Iallreduce(const void* send, void* recv, int count, RawHandle dtype,
                                  RawHandle op, RawHandle comm, void* request) {
-  if (gfshim::hooks::foreignMpi()) return PMPI_Iallreduce(send, recv, count, dtype, op, comm, request);
+  if (gfshim::hooks::foreignMpi())
+    return PMPI_Iallreduce(send, recv, count, dtype, op, comm, request);
   return gfshim::hooks::allreduceHook(
       {send, recv, count, dtype, op, comm, request, AllreduceVariant::kNonblocking});
 }

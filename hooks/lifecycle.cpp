@@ -52,12 +52,14 @@ bool detectForeignMpi() {
   PMPI_Get_library_version(version, &length);
   if (isBuiltForFlavour(version)) return false;
   const char* newline = std::strchr(version, '\n');
-  const std::string firstLine(version, newline ? static_cast<size_t>(newline - version) : std::strlen(version));
-  std::fprintf(stderr,
-               "GFSHIM WARN INIT: this libgfshim.so was built for %s, but the program runs on '%s'. "
-               "Every MPI call passes straight through; the shim does nothing. Preload the "
-               "libgfshim.so built for this MPI (cmake -DGFSHIM_MPI=%s).\n",
-               kBuiltFor, firstLine.c_str(), std::strcmp(kBuiltFor, "MPICH") == 0 ? "openmpi" : "mpich");
+  const std::string firstLine(
+      version, newline ? static_cast<size_t>(newline - version) : std::strlen(version));
+  std::fprintf(
+      stderr,
+      "GFSHIM WARN INIT: this libgfshim.so was built for %s, but the program runs on '%s'. "
+      "Every MPI call passes straight through; the shim does nothing. Preload the "
+      "libgfshim.so built for this MPI (cmake -DGFSHIM_MPI=%s).\n",
+      kBuiltFor, firstLine.c_str(), std::strcmp(kBuiltFor, "MPICH") == 0 ? "openmpi" : "mpich");
   return true;
 }
 
@@ -75,7 +77,8 @@ void agreeAcrossRanks(Runtime& rt) {
   const bool anyProblems = agreed[3] != 0;
 
   if (rt.worldRank == 0 && anyProblems && rt.config.diagnostics().empty()) {
-    GFSHIM_WARN(kConfig, "ranks other than 0 reported GFSHIM parameter problems (see their messages)");
+    GFSHIM_WARN(kConfig,
+                "ranks other than 0 reported GFSHIM parameter problems (see their messages)");
   }
   if (!rt.paramsAgree) {
     int64_t rootHash = hash;
@@ -88,11 +91,13 @@ void agreeAcrossRanks(Runtime& rt) {
     } else if (hash != rootHash) {
       GFSHIM_WARN(kConfig, "this rank's plan-relevant GFSHIM parameters differ from rank 0's: %s",
                   rt.config.planSummary().c_str());
-      for (const std::string& problem : rt.config.diagnostics()) GFSHIM_WARN(kConfig, "%s", problem.c_str());
+      for (const std::string& problem : rt.config.diagnostics())
+        GFSHIM_WARN(kConfig, "%s", problem.c_str());
     }
   }
   if (rt.settings.strict && (anyProblems || !rt.paramsAgree)) {
-    GFSHIM_WARN(kConfig, "GFSHIM_STRICT=1: aborting the job because of the parameter problems above");
+    GFSHIM_WARN(kConfig,
+                "GFSHIM_STRICT=1: aborting the job because of the parameter problems above");
     PMPI_Abort(MPI_COMM_WORLD, 1);
   }
 }
@@ -106,7 +111,8 @@ void startRuntime() {
   PMPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize);
   setLogRank(rt.worldRank);
   if (rt.worldRank == 0) {
-    for (const std::string& problem : rt.config.diagnostics()) GFSHIM_WARN(kConfig, "%s", problem.c_str());
+    for (const std::string& problem : rt.config.diagnostics())
+      GFSHIM_WARN(kConfig, "%s", problem.c_str());
   }
   agreeAcrossRanks(rt);
   const Status started = rt.registry.start();

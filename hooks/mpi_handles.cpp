@@ -66,10 +66,10 @@ struct OpEntry {
 };
 
 const OpEntry kOps[] = {
-    {MPI_SUM, RedOp::kSum},     {MPI_MAX, RedOp::kMax},         {MPI_MIN, RedOp::kMin},
-    {MPI_PROD, RedOp::kProd},   {MPI_LAND, RedOp::kLogicalAnd}, {MPI_LOR, RedOp::kLogicalOr},
-    {MPI_LXOR, RedOp::kLogicalXor}, {MPI_BAND, RedOp::kBitAnd}, {MPI_BOR, RedOp::kBitOr},
-    {MPI_BXOR, RedOp::kBitXor}, {MPI_MINLOC, RedOp::kMinLoc},   {MPI_MAXLOC, RedOp::kMaxLoc},
+    {MPI_SUM, RedOp::kSum},         {MPI_MAX, RedOp::kMax},         {MPI_MIN, RedOp::kMin},
+    {MPI_PROD, RedOp::kProd},       {MPI_LAND, RedOp::kLogicalAnd}, {MPI_LOR, RedOp::kLogicalOr},
+    {MPI_LXOR, RedOp::kLogicalXor}, {MPI_BAND, RedOp::kBitAnd},     {MPI_BOR, RedOp::kBitOr},
+    {MPI_BXOR, RedOp::kBitXor},     {MPI_MINLOC, RedOp::kMinLoc},   {MPI_MAXLOC, RedOp::kMaxLoc},
 };
 
 }  // namespace

@@ -17,7 +17,8 @@ struct Runtime {
   CommRegistry registry;
   Stats stats;
   bool paramsAgree = false;  // plan-relevant parameters equal on every rank of MPI_COMM_WORLD
-  bool statsWanted = false;  // some rank asked for GFSHIM_STATS (agreed, so the report is collective)
+  bool statsWanted =
+      false;  // some rank asked for GFSHIM_STATS (agreed, so the report is collective)
   int worldRank = -1;
   int worldSize = 0;
   std::atomic<bool> active{false};  // MPI_Init went through the hook and the shim is set up

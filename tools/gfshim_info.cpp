@@ -21,7 +21,8 @@ using gfshim::ParamSpec;
 
 std::string acceptedText(const ParamSpec& spec) {
   switch (spec.type) {
-    case gfshim::ParamType::kBool: return "0 or 1";
+    case gfshim::ParamType::kBool:
+      return "0 or 1";
     case gfshim::ParamType::kSize: {
       std::string range = spec.accepted;
       return "bytes, " + range.replace(range.find(".."), 2, " to ");
@@ -36,7 +37,8 @@ std::string acceptedText(const ParamSpec& spec) {
       for (char& c : choices) c = c == '|' ? ',' : c;
       return "list of ALL," + choices + " (^X excludes)";
     }
-    case gfshim::ParamType::kPath: return "file path";
+    case gfshim::ParamType::kPath:
+      return "file path";
   }
   return "";
 }
@@ -55,16 +57,18 @@ void printMarkdown() {
 void printReport() {
   std::printf("libgfshim %s\n", gfshim::kGfshimVersion);
   std::printf("built for   : %s\n", gfshim::kBuiltForMpi);
-  std::printf("features    : CUDA %s, NCCL %s, hwloc %s, UCX %s (detected at build time; "
-              "this version uses none of them yet)\n",
-              gfshim::kHaveCuda ? "yes" : "no", gfshim::kHaveNccl ? "yes" : "no",
-              gfshim::kHaveHwloc ? "yes" : "no", gfshim::kHaveUcx ? "yes" : "no");
+  std::printf(
+      "features    : CUDA %s, NCCL %s, hwloc %s, UCX %s (detected at build time; "
+      "this version uses none of them yet)\n",
+      gfshim::kHaveCuda ? "yes" : "no", gfshim::kHaveNccl ? "yes" : "no",
+      gfshim::kHaveHwloc ? "yes" : "no", gfshim::kHaveUcx ? "yes" : "no");
   const Config config = Config::load(gfshim::configInputsFromProcess());
   std::printf("\n%-22s %-10s %-8s %-10s %s\n", "parameter", "value", "source", "default", "doc");
   for (int i = 0; i < gfshim::kParamCount; ++i) {
     const ParamSpec& spec = gfshim::paramSpec(static_cast<Param>(i));
     const gfshim::ParamValue& value = config.value(static_cast<Param>(i));
-    std::printf("%-22s %-10s %-8s %-10s %s\n", spec.name, value.text.empty() ? "-" : value.text.c_str(),
+    std::printf("%-22s %-10s %-8s %-10s %s\n", spec.name,
+                value.text.empty() ? "-" : value.text.c_str(),
                 gfshim::valueSourceName(value.source), *spec.defaultText ? spec.defaultText : "-",
                 spec.doc);
   }

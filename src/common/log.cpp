@@ -19,23 +19,34 @@ std::atomic<int> gRank{-1};
 
 const char* levelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kWarn: return "WARN";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kTrace: return "TRACE";
-    case LogLevel::kNone: break;
+    case LogLevel::kWarn:
+      return "WARN";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kTrace:
+      return "TRACE";
+    case LogLevel::kNone:
+      break;
   }
   return "";
 }
 
 const char* subsysName(LogSubsys subsys) {
   switch (subsys) {
-    case LogSubsys::kInit: return "INIT";
-    case LogSubsys::kConfig: return "CONFIG";
-    case LogSubsys::kPolicy: return "POLICY";
-    case LogSubsys::kEngine: return "ENGINE";
-    case LogSubsys::kAlgo: return "ALGO";
-    case LogSubsys::kTransport: return "TRANSPORT";
-    case LogSubsys::kStats: return "STATS";
+    case LogSubsys::kInit:
+      return "INIT";
+    case LogSubsys::kConfig:
+      return "CONFIG";
+    case LogSubsys::kPolicy:
+      return "POLICY";
+    case LogSubsys::kEngine:
+      return "ENGINE";
+    case LogSubsys::kAlgo:
+      return "ALGO";
+    case LogSubsys::kTransport:
+      return "TRANSPORT";
+    case LogSubsys::kStats:
+      return "STATS";
   }
   return "?";
 }
@@ -54,12 +65,12 @@ void logLine(LogLevel level, LogSubsys subsys, const char* format, ...) {
   gethostname(host, sizeof(host) - 1);
   char line[2048];
   const int rank = gRank.load(std::memory_order_relaxed);
-  int used = rank >= 0 ? std::snprintf(line, sizeof(line), "%s:%d [%d] GFSHIM %s %s: ", host,
-                                       static_cast<int>(getpid()), rank, levelName(level),
-                                       subsysName(subsys))
-                       : std::snprintf(line, sizeof(line), "%s:%d [?] GFSHIM %s %s: ", host,
-                                       static_cast<int>(getpid()), levelName(level),
-                                       subsysName(subsys));
+  int used =
+      rank >= 0
+          ? std::snprintf(line, sizeof(line), "%s:%d [%d] GFSHIM %s %s: ", host,
+                          static_cast<int>(getpid()), rank, levelName(level), subsysName(subsys))
+          : std::snprintf(line, sizeof(line), "%s:%d [?] GFSHIM %s %s: ", host,
+                          static_cast<int>(getpid()), levelName(level), subsysName(subsys));
   va_list args;
   va_start(args, format);
   const int body = std::vsnprintf(line + used, sizeof(line) - used - 1, format, args);

@@ -35,20 +35,19 @@ extern std::atomic<uint32_t> gLogSubsysMask;
 // Inline: checked before any formatting, also on the pass-through path.
 inline bool logEnabled(LogLevel level, LogSubsys subsys) {
   return static_cast<uint8_t>(level) <= detail::gLogLevel.load(std::memory_order_relaxed) &&
-         (static_cast<uint32_t>(subsys) & detail::gLogSubsysMask.load(std::memory_order_relaxed)) != 0;
+         (static_cast<uint32_t>(subsys) & detail::gLogSubsysMask.load(std::memory_order_relaxed)) !=
+             0;
 }
 void logLine(LogLevel level, LogSubsys subsys, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 
 }  // namespace gfshim
 
-#define GFSHIM_LOG(level, subsys, ...)                                     \
-  do {                                                                     \
-    if (::gfshim::logEnabled(::gfshim::LogLevel::level,                     \
-                             ::gfshim::LogSubsys::subsys)) {               \
-      ::gfshim::logLine(::gfshim::LogLevel::level,                         \
-                        ::gfshim::LogSubsys::subsys, __VA_ARGS__);         \
-    }                                                                      \
+#define GFSHIM_LOG(level, subsys, ...)                                                        \
+  do {                                                                                        \
+    if (::gfshim::logEnabled(::gfshim::LogLevel::level, ::gfshim::LogSubsys::subsys)) {       \
+      ::gfshim::logLine(::gfshim::LogLevel::level, ::gfshim::LogSubsys::subsys, __VA_ARGS__); \
+    }                                                                                         \
   } while (0)
 
 #define GFSHIM_WARN(subsys, ...) GFSHIM_LOG(kWarn, subsys, __VA_ARGS__)

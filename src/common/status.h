@@ -15,7 +15,7 @@ enum class StatusCode {
   kUnsupported,      // valid, but this build or path cannot do it
   kTransportError,   // a point-to-point operation failed; mpiError() holds the MPI error code
   kOutOfMemory,
-  kTimeout,          // only the fake transport of the tests times out
+  kTimeout,  // only the fake transport of the tests times out
   kInternal,
 };
 

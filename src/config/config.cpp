@@ -176,20 +176,28 @@ const ParamSpec& paramSpec(Param param) { return kSpecs[static_cast<int>(param)]
 
 const char* paramTypeName(ParamType type) {
   switch (type) {
-    case ParamType::kBool: return "bool";
-    case ParamType::kSize: return "size";
-    case ParamType::kEnum: return "enum";
-    case ParamType::kList: return "list";
-    case ParamType::kPath: return "path";
+    case ParamType::kBool:
+      return "bool";
+    case ParamType::kSize:
+      return "size";
+    case ParamType::kEnum:
+      return "enum";
+    case ParamType::kList:
+      return "list";
+    case ParamType::kPath:
+      return "path";
   }
   return "?";
 }
 
 const char* valueSourceName(ValueSource source) {
   switch (source) {
-    case ValueSource::kDefault: return "default";
-    case ValueSource::kFile: return "file";
-    case ValueSource::kEnv: return "env";
+    case ValueSource::kDefault:
+      return "default";
+    case ValueSource::kFile:
+      return "file";
+    case ValueSource::kEnv:
+      return "env";
   }
   return "?";
 }
@@ -279,7 +287,8 @@ ConfigInputs configInputsFromProcess() {
     if (std::strncmp(*entry, kPrefix, std::strlen(kPrefix)) != 0) continue;
     const char* equals = std::strchr(*entry, '=');
     if (equals == nullptr) continue;
-    inputs.environment.emplace_back(std::string(*entry, static_cast<size_t>(equals - *entry)), std::string(equals + 1));
+    inputs.environment.emplace_back(std::string(*entry, static_cast<size_t>(equals - *entry)),
+                                    std::string(equals + 1));
   }
   inputs.readFile = [](const std::string& path, std::string* contents) {
     std::ifstream file(path);
@@ -297,7 +306,8 @@ Config Config::load(const ConfigInputs& inputs) {
   for (int i = 0; i < kParamCount; ++i) {
     std::string why;
     const bool parsed = parseParamValue(kSpecs[i], kSpecs[i].defaultText, &config.values_[i], &why);
-    if (!parsed) config.diagnostics_.push_back(std::string("internal: bad default of ") + kSpecs[i].name);
+    if (!parsed)
+      config.diagnostics_.push_back(std::string("internal: bad default of ") + kSpecs[i].name);
   }
 
   auto apply = [&config](int index, const std::string& text, ValueSource source,

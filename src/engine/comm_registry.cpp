@@ -75,7 +75,8 @@ Status CommRegistry::ensurePrivateComm(MPI_Comm comm, CommState& state) {
   }
   rc = PMPI_Comm_set_errhandler(state.privateComm, MPI_ERRORS_RETURN);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_set_errhandler", rc);
-  state.transport = std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
+  state.transport =
+      std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
   GFSHIM_INFO(kEngine, "created the private communicator for a communicator of %d ranks",
               state.facts.size);
   return Status::ok();

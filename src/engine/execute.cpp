@@ -19,7 +19,8 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
       return runRingAllreduce(schedule, cpuReduceFn(*call.dtype, *call.op), transport, workspace,
                               send, recv);
     }
-    case Algo::kNone: break;
+    case Algo::kNone:
+      break;
   }
   return Status::error(StatusCode::kInternal, "plan names no algorithm");
 }

@@ -14,25 +14,44 @@ Plan passthrough(Reason reason) {
 
 const char* reasonText(Reason reason) {
   switch (reason) {
-    case Reason::kRingForced: return "ring (GFSHIM_ALGO=ring)";
-    case Reason::kRingAuto: return "ring (auto: the host algorithm of this build)";
-    case Reason::kShimInactive: return "shim inactive (see the warning at MPI_Init)";
-    case Reason::kDisabled: return "GFSHIM_ENABLE=0";
-    case Reason::kParamsDisagree: return "GFSHIM parameters differ across ranks";
-    case Reason::kNonblocking: return "MPI_Iallreduce (fusion not implemented yet)";
-    case Reason::kInvalidCount: return "negative count (erroneous; the MPI reports it)";
-    case Reason::kEmpty: return "count 0";
-    case Reason::kUnsupportedDatatype: return "datatype not reduced by the engine (derived or not predefined for reductions)";
-    case Reason::kUserOp: return "user-defined op";
-    case Reason::kOpNotAllowed: return "op not defined on this datatype (erroneous; the MPI reports it)";
-    case Reason::kNullBuffer: return "null buffer with nonzero count (erroneous; the MPI reports it)";
-    case Reason::kOverlappingBuffers: return "send and receive buffers overlap without MPI_IN_PLACE (erroneous)";
-    case Reason::kBelowMinBytes: return "below GFSHIM_MIN_BYTES";
-    case Reason::kAlgoNative: return "GFSHIM_ALGO=native";
-    case Reason::kInterComm: return "intercommunicator";
-    case Reason::kSpansWorlds: return "communicator spans several MPI_COMM_WORLDs";
-    case Reason::kSingleRank: return "communicator of one rank";
-    case Reason::kCount: break;
+    case Reason::kRingForced:
+      return "ring (GFSHIM_ALGO=ring)";
+    case Reason::kRingAuto:
+      return "ring (auto: the host algorithm of this build)";
+    case Reason::kShimInactive:
+      return "shim inactive (see the warning at MPI_Init)";
+    case Reason::kDisabled:
+      return "GFSHIM_ENABLE=0";
+    case Reason::kParamsDisagree:
+      return "GFSHIM parameters differ across ranks";
+    case Reason::kNonblocking:
+      return "MPI_Iallreduce (fusion not implemented yet)";
+    case Reason::kInvalidCount:
+      return "negative count (erroneous; the MPI reports it)";
+    case Reason::kEmpty:
+      return "count 0";
+    case Reason::kUnsupportedDatatype:
+      return "datatype not reduced by the engine (derived or not predefined for reductions)";
+    case Reason::kUserOp:
+      return "user-defined op";
+    case Reason::kOpNotAllowed:
+      return "op not defined on this datatype (erroneous; the MPI reports it)";
+    case Reason::kNullBuffer:
+      return "null buffer with nonzero count (erroneous; the MPI reports it)";
+    case Reason::kOverlappingBuffers:
+      return "send and receive buffers overlap without MPI_IN_PLACE (erroneous)";
+    case Reason::kBelowMinBytes:
+      return "below GFSHIM_MIN_BYTES";
+    case Reason::kAlgoNative:
+      return "GFSHIM_ALGO=native";
+    case Reason::kInterComm:
+      return "intercommunicator";
+    case Reason::kSpansWorlds:
+      return "communicator spans several MPI_COMM_WORLDs";
+    case Reason::kSingleRank:
+      return "communicator of one rank";
+    case Reason::kCount:
+      break;
   }
   return "?";
 }
@@ -43,8 +62,10 @@ bool isEngineReason(Reason reason) {
 
 const char* algoName(Algo algo) {
   switch (algo) {
-    case Algo::kRing: return "ring";
-    case Algo::kNone: break;
+    case Algo::kRing:
+      return "ring";
+    case Algo::kNone:
+      break;
   }
   return "none";
 }

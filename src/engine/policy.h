@@ -51,13 +51,13 @@ bool isEngineReason(Reason reason);
 
 // An allreduce call in plain C++ terms (built by the hook from the MPI arguments).
 struct CallInfo {
-  int64_t count = 0;                // elements; negative counts are erroneous calls
-  std::optional<DType> dtype;       // empty: not a predefined datatype the engine reduces
-  std::optional<RedOp> op;          // empty: user-defined (or unknown) op
-  bool inPlace = false;             // sendbuf == MPI_IN_PLACE
-  bool buffersOverlap = false;      // distinct send/recv ranges that overlap (erroneous)
-  bool nullBuffer = false;          // a null buffer with a nonzero count (erroneous)
-  bool nonblocking = false;         // MPI_Iallreduce
+  int64_t count = 0;            // elements; negative counts are erroneous calls
+  std::optional<DType> dtype;   // empty: not a predefined datatype the engine reduces
+  std::optional<RedOp> op;      // empty: user-defined (or unknown) op
+  bool inPlace = false;         // sendbuf == MPI_IN_PLACE
+  bool buffersOverlap = false;  // distinct send/recv ranges that overlap (erroneous)
+  bool nullBuffer = false;      // a null buffer with a nonzero count (erroneous)
+  bool nonblocking = false;     // MPI_Iallreduce
   MemKind memKind = MemKind::kHost;
 
   uint64_t bytes() const {

@@ -74,14 +74,16 @@ void Stats::record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos) 
   bump(block->calls[i], 1);
   bump(block->bytes[i], bytes);
   if (commSize > 1) {
-    bump(block->busBytes[i], bytes * 2 * static_cast<uint64_t>(commSize - 1) / static_cast<uint64_t>(commSize));
+    bump(block->busBytes[i],
+         bytes * 2 * static_cast<uint64_t>(commSize - 1) / static_cast<uint64_t>(commSize));
   }
   if (nanos != 0) bump(block->nanos[i], nanos);
 }
 
 StatsCounters Stats::snapshot() const {
   StatsCounters out;
-  for (ThreadBlock* block = blocks_.load(std::memory_order_acquire); block != nullptr; block = block->next) {
+  for (ThreadBlock* block = blocks_.load(std::memory_order_acquire); block != nullptr;
+       block = block->next) {
     for (int i = 0; i < kReasonCount; ++i) {
       out.calls[i] += block->calls[i].load(std::memory_order_relaxed);
       out.bytes[i] += block->bytes[i].load(std::memory_order_relaxed);
@@ -112,8 +114,9 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
     const double seconds = static_cast<double>(summed.nanos[i]) * 1e-9;
     if (engine && seconds > 0) {
       const double perRank = 1.0 / static_cast<double>(ranks);
-      std::snprintf(line, sizeof(line), "GFSHIM STATS %-12s %-60s %10llu %12s %10.3f %12.2f %12.2f\n",
-                    "engine", reasonText(reason), static_cast<unsigned long long>(summed.calls[i]),
+      std::snprintf(line, sizeof(line),
+                    "GFSHIM STATS %-12s %-60s %10llu %12s %10.3f %12.2f %12.2f\n", "engine",
+                    reasonText(reason), static_cast<unsigned long long>(summed.calls[i]),
                     humanBytes(static_cast<double>(summed.bytes[i])).c_str(), seconds,
                     static_cast<double>(summed.bytes[i]) * perRank / seconds * 1e-9,
                     static_cast<double>(summed.busBytes[i]) * perRank / seconds * 1e-9);
@@ -125,7 +128,8 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
     }
     report += line;
   }
-  std::snprintf(line, sizeof(line), "GFSHIM STATS summary engine_calls=%llu passthrough_calls=%llu\n",
+  std::snprintf(line, sizeof(line),
+                "GFSHIM STATS summary engine_calls=%llu passthrough_calls=%llu\n",
                 static_cast<unsigned long long>(engineCalls),
                 static_cast<unsigned long long>(passthroughCalls));
   report += line;

@@ -78,7 +78,8 @@ Status FakeTransport::postRecv(void* data, size_t bytes, int peer, TransferId* i
 }
 
 Status FakeTransport::wait(TransferId id) {
-  if (id < 0 || static_cast<size_t>(id) >= pending_.size() || !pending_[static_cast<size_t>(id)].inUse) {
+  if (id < 0 || static_cast<size_t>(id) >= pending_.size() ||
+      !pending_[static_cast<size_t>(id)].inUse) {
     return Status::error(StatusCode::kInvalidArgument, "fake wait on unknown transfer");
   }
   Pending& slot = pending_[static_cast<size_t>(id)];
@@ -95,7 +96,8 @@ Status FakeTransport::wait(TransferId id) {
                              std::string("fake ") + (slot.isSend ? "send to" : "recv from") +
                                  " rank " + std::to_string(slot.peer) + " never matched");
     } else if (!channel.done[slot.sequence]) {
-      status = Status::error(StatusCode::kInternal, "fake message sizes differ between send and receive");
+      status = Status::error(StatusCode::kInternal,
+                             "fake message sizes differ between send and receive");
     }
   }
   slot.inUse = false;

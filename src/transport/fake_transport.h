@@ -5,8 +5,8 @@
 // is posted; the data move from the sender's buffer into the receiver's at the first wait, by
 // either side, after both are posted (MPI's progress rule), and a send completes only then. So
 // an algorithm that reuses a send buffer too early, or that needs the transport to buffer
-// messages, is caught (wrong data or a timeout) instead of passing by luck. Every wait gives up after a timeout and returns kTimeout, so a deadlock fails a test
-// rather than hanging it.
+// messages, is caught (wrong data or a timeout) instead of passing by luck. Every wait gives up
+// after a timeout and returns kTimeout, so a deadlock fails a test rather than hanging it.
 #pragma once
 
 #include <chrono>

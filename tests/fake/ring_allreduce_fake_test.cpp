@@ -16,7 +16,8 @@ namespace gfshim {
 namespace {
 
 // Runs `body(rank, transport)` on `ranks` threads and collects each rank's Status.
-std::vector<Status> runRanks(FakeFabric& fabric, const std::function<Status(int, Transport&)>& body) {
+std::vector<Status> runRanks(FakeFabric& fabric,
+                             const std::function<Status(int, Transport&)>& body) {
   std::vector<Status> results(static_cast<size_t>(fabric.ranks()));
   std::vector<std::thread> threads;
   for (int r = 0; r < fabric.ranks(); ++r) {
@@ -38,7 +39,9 @@ Plan ringPlan(uint64_t segmentBytes) {
   return plan;
 }
 
-float contribution(int rank, size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 1021)); }
+float contribution(int rank, size_t i) {
+  return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 1021));
+}
 
 void checkFloatSum(int p, size_t count, uint64_t segmentBytes, bool inPlace) {
   SCOPED_TRACE(testing::Message() << "p=" << p << " count=" << count << " segment=" << segmentBytes
@@ -62,25 +65,30 @@ void checkFloatSum(int p, size_t count, uint64_t segmentBytes, bool inPlace) {
     const float* in = inPlace ? out : send[static_cast<size_t>(r)].data();
     return executePlan(ringPlan(segmentBytes), call, transport, workspace, in, out);
   });
-  for (int r = 0; r < p; ++r) ASSERT_TRUE(statuses[static_cast<size_t>(r)].isOk()) << statuses[static_cast<size_t>(r)].message();
+  for (int r = 0; r < p; ++r)
+    ASSERT_TRUE(statuses[static_cast<size_t>(r)].isOk())
+        << statuses[static_cast<size_t>(r)].message();
   for (size_t i = 0; i < count; ++i) {
     float expected = 0;
     for (int r = 0; r < p; ++r) expected += contribution(r, i);
     ASSERT_EQ(recv[0][i], expected) << "element " << i;
   }
   for (int r = 1; r < p; ++r) {
-    ASSERT_EQ(std::memcmp(recv[0].data(), recv[static_cast<size_t>(r)].data(), count * sizeof(float)), 0)
+    ASSERT_EQ(
+        std::memcmp(recv[0].data(), recv[static_cast<size_t>(r)].data(), count * sizeof(float)), 0)
         << "rank " << r << " differs from rank 0";
   }
   if (!inPlace) {
     for (int r = 0; r < p; ++r) {
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(send[static_cast<size_t>(r)][i], contribution(r, i)) << "send buffer modified";
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(send[static_cast<size_t>(r)][i], contribution(r, i)) << "send buffer modified";
     }
   }
   // Bandwidth optimality: rank r sends every chunk but r+1 in the reduce-scatter and every chunk
   // but r+2 in the allgather.
   for (int r = 0; r < p && p > 1; ++r) {
-    const size_t skipped = ringChunk(count, p, (r + 1) % p).count + ringChunk(count, p, (r + 2) % p).count;
+    const size_t skipped =
+        ringChunk(count, p, (r + 1) % p).count + ringChunk(count, p, (r + 2) % p).count;
     ASSERT_EQ(fabric.bytesSent(r), (2 * count - skipped) * sizeof(float)) << "rank " << r;
   }
 }
@@ -88,8 +96,10 @@ void checkFloatSum(int p, size_t count, uint64_t segmentBytes, bool inPlace) {
 TEST(RingAllreduceFake, FloatSumOverRankAndCountGrid) {
   for (int p = 1; p <= 9; ++p) {
     const size_t q = static_cast<size_t>(p);
-    for (size_t count : {size_t{0}, size_t{1}, q - 1, q, q + 1, size_t{13}, size_t{1021}, size_t{40000}}) {
-      for (uint64_t segmentBytes : {uint64_t{4}, uint64_t{100}, uint64_t{4096}, uint64_t{1} << 20}) {
+    for (size_t count :
+         {size_t{0}, size_t{1}, q - 1, q, q + 1, size_t{13}, size_t{1021}, size_t{40000}}) {
+      for (uint64_t segmentBytes :
+           {uint64_t{4}, uint64_t{100}, uint64_t{4096}, uint64_t{1} << 20}) {
         if (segmentBytes == 4 && count > 2000) continue;  // keeps the message count reasonable
         checkFloatSum(p, count, segmentBytes, false);
         checkFloatSum(p, count, segmentBytes, true);
@@ -114,7 +124,8 @@ TEST(RingAllreduceFake, MinLocAcrossRanksPicksLowestIndexOnTies) {
   for (int r = 0; r < p; ++r) {
     for (size_t i = 0; i < count; ++i) {
       // Value ties between ranks 1 and 3 on even elements; rank index as location.
-      const double value = (i % 2 == 0 && (r == 1 || r == 3)) ? -1.0 : static_cast<double>((r * 7 + i) % 5);
+      const double value =
+          (i % 2 == 0 && (r == 1 || r == 3)) ? -1.0 : static_cast<double>((r * 7 + i) % 5);
       send[r].push_back({value, r});
     }
     recv[r].assign(count, P{99.0, -7});
@@ -146,7 +157,8 @@ TEST(RingAllreduceFake, IntegerMaxIsBitExact) {
   FakeFabric fabric(p);
   std::vector<std::vector<int64_t>> data(p, std::vector<int64_t>(count));
   for (int r = 0; r < p; ++r) {
-    for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<int64_t>((i * 2654435761u + r * 40503u) % 1000003) - 500000;
+    for (size_t i = 0; i < count; ++i)
+      data[r][i] = static_cast<int64_t>((i * 2654435761u + r * 40503u) % 1000003) - 500000;
   }
   const auto original = data;
   CallInfo call;
@@ -180,7 +192,8 @@ TEST(RingAllreduceFake, MissingRankTimesOutWithAnError) {
   const auto statuses = runRanks(fabric, [&](int r, Transport& transport) {
     if (r == 2) return Status::ok();
     Workspace workspace;
-    return executePlan(ringPlan(64), call, transport, workspace, buffers[r].data(), buffers[r].data());
+    return executePlan(ringPlan(64), call, transport, workspace, buffers[r].data(),
+                       buffers[r].data());
   });
   EXPECT_EQ(statuses[0].code(), StatusCode::kTimeout);
   EXPECT_EQ(statuses[1].code(), StatusCode::kTimeout);

@@ -44,15 +44,31 @@ TEST(Config, EveryDefaultParsesAndIsTheStartingValue) {
 
 TEST(Config, SizesAcceptUnitsAndRejectGarbage) {
   const ParamSpec& spec = paramSpec(Param::MIN_BYTES);
-  struct Case { const char* text; bool ok; uint64_t bytes; };
+  struct Case {
+    const char* text;
+    bool ok;
+    uint64_t bytes;
+  };
   const Case cases[] = {
-      {"0", true, 0},          {"4096", true, 4096},       {"256K", true, 262144},
-      {"256k", true, 262144},  {"64M", true, 64ull << 20}, {"1G", true, 1ull << 30},
-      {"1GiB", true, 1ull << 30}, {"2KB", true, 2048},     {"17B", true, 17},
-      {" 8M ", true, 8ull << 20}, {"1T", true, 1ull << 40},
-      {"12Q", false, 0},       {"-5", false, 0},           {"", false, 0},
-      {"M", false, 0},         {"1.5M", false, 0},         {"2T", false, 0},
-      {"99999999999999999999999", false, 0}, {"20000000000000000T", false, 0},
+      {"0", true, 0},
+      {"4096", true, 4096},
+      {"256K", true, 262144},
+      {"256k", true, 262144},
+      {"64M", true, 64ull << 20},
+      {"1G", true, 1ull << 30},
+      {"1GiB", true, 1ull << 30},
+      {"2KB", true, 2048},
+      {"17B", true, 17},
+      {" 8M ", true, 8ull << 20},
+      {"1T", true, 1ull << 40},
+      {"12Q", false, 0},
+      {"-5", false, 0},
+      {"", false, 0},
+      {"M", false, 0},
+      {"1.5M", false, 0},
+      {"2T", false, 0},
+      {"99999999999999999999999", false, 0},
+      {"20000000000000000T", false, 0},
   };
   for (const Case& c : cases) {
     ParamValue value;
@@ -112,7 +128,8 @@ TEST(Config, SubsystemLists) {
   ParamValue value;
   std::string why;
   ASSERT_TRUE(parseParamValue(spec, "POLICY,engine", &value, &why));
-  EXPECT_EQ(value.number, static_cast<uint64_t>(LogSubsys::kPolicy) | static_cast<uint64_t>(LogSubsys::kEngine));
+  EXPECT_EQ(value.number,
+            static_cast<uint64_t>(LogSubsys::kPolicy) | static_cast<uint64_t>(LogSubsys::kEngine));
   ASSERT_TRUE(parseParamValue(spec, "^TRANSPORT", &value, &why));
   EXPECT_EQ(value.number & static_cast<uint64_t>(LogSubsys::kTransport), 0u);
   EXPECT_NE(value.number & static_cast<uint64_t>(LogSubsys::kInit), 0u);
@@ -123,7 +140,8 @@ TEST(Config, SubsystemLists) {
 }
 
 TEST(Config, BadValueKeepsDefaultAndSaysWhy) {
-  const Config config = Config::load(inputs({{"GFSHIM_MIN_BYTES", "12Q"}, {"GFSHIM_ALGO", "tree"}}));
+  const Config config =
+      Config::load(inputs({{"GFSHIM_MIN_BYTES", "12Q"}, {"GFSHIM_ALGO", "tree"}}));
   EXPECT_EQ(config.bytes(Param::MIN_BYTES), 256u * 1024);
   EXPECT_EQ(config.value(Param::MIN_BYTES).source, ValueSource::kDefault);
   EXPECT_EQ(config.text(Param::ALGO), "auto");
@@ -134,7 +152,8 @@ TEST(Config, BadValueKeepsDefaultAndSaysWhy) {
 
 TEST(Config, UnknownVariablesAreReportedWithSuggestions) {
   const Config config = Config::load(inputs({{"GFSHIM_ALOG", "ring"}, {"GFSHIM_FOO", "1"}}));
-  EXPECT_TRUE(mentions(config, "unknown parameter GFSHIM_ALOG='ring' is ignored (did you mean GFSHIM_ALGO?)"));
+  EXPECT_TRUE(mentions(
+      config, "unknown parameter GFSHIM_ALOG='ring' is ignored (did you mean GFSHIM_ALGO?)"));
   EXPECT_TRUE(mentions(config, "unknown parameter GFSHIM_FOO='1' is ignored"));
   EXPECT_EQ(config.text(Param::ALGO), "auto");
 }
@@ -152,9 +171,9 @@ TEST(Config, FileIsReadAndEnvironmentOverridesIt) {
       "min_bytes = 1M   # trailing comment\n"
       "segment_bytes=64K\n"
       "\n";
-  const Config config = Config::load(
-      inputs({{"GFSHIM_CONFIG", "/etc/gfshim.conf"}, {"GFSHIM_SEGMENT_BYTES", "128K"}},
-             {{"/etc/gfshim.conf", file}}));
+  const Config config =
+      Config::load(inputs({{"GFSHIM_CONFIG", "/etc/gfshim.conf"}, {"GFSHIM_SEGMENT_BYTES", "128K"}},
+                          {{"/etc/gfshim.conf", file}}));
   EXPECT_TRUE(config.diagnostics().empty()) << config.diagnostics().front();
   EXPECT_EQ(config.text(Param::ALGO), "ring");
   EXPECT_EQ(config.value(Param::ALGO).source, ValueSource::kFile);
@@ -165,8 +184,7 @@ TEST(Config, FileIsReadAndEnvironmentOverridesIt) {
 
 TEST(Config, FileProblemsNameTheLine) {
   const std::string file = "ALGO = tree\nthis is not a setting\nALOG = ring\nCONFIG = other\n";
-  const Config config =
-      Config::load(inputs({{"GFSHIM_CONFIG", "f.conf"}}, {{"f.conf", file}}));
+  const Config config = Config::load(inputs({{"GFSHIM_CONFIG", "f.conf"}}, {{"f.conf", file}}));
   EXPECT_TRUE(mentions(config, "GFSHIM_ALGO='tree' (f.conf:1) is invalid"));
   EXPECT_TRUE(mentions(config, "(f.conf:2) is not of the form NAME = value"));
   EXPECT_TRUE(mentions(config, "GFSHIM_ALOG (f.conf:3) is ignored (did you mean GFSHIM_ALGO?)"));

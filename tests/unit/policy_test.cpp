@@ -37,7 +37,8 @@ TEST(Policy, LargeFloatSumGoesToTheRing) {
   EXPECT_EQ(plan.algo, Algo::kRing);
   EXPECT_EQ(plan.reason, Reason::kRingAuto);
   EXPECT_EQ(plan.segmentBytes, 4096u);
-  EXPECT_EQ(decide(floatSum(1024), settings(1024, AlgoChoice::kRing), comm(4)), Reason::kRingForced);
+  EXPECT_EQ(decide(floatSum(1024), settings(1024, AlgoChoice::kRing), comm(4)),
+            Reason::kRingForced);
 }
 
 TEST(Policy, PassthroughTable) {
@@ -48,7 +49,10 @@ TEST(Policy, PassthroughTable) {
     CommFacts comm;
     Reason expected;
   };
-  auto with = [](CallInfo call, auto change) { change(call); return call; };
+  auto with = [](CallInfo call, auto change) {
+    change(call);
+    return call;
+  };
   Settings disabled = settings();
   disabled.enable = false;
   CommFacts inter = comm(4);
@@ -59,16 +63,28 @@ TEST(Policy, PassthroughTable) {
   disagreeing.paramsAgree = false;
   const Case cases[] = {
       {"disabled", floatSum(1024), disabled, comm(4), Reason::kDisabled},
-      {"nonblocking", with(floatSum(1024), [](CallInfo& c) { c.nonblocking = true; }), settings(), comm(4), Reason::kNonblocking},
+      {"nonblocking", with(floatSum(1024), [](CallInfo& c) { c.nonblocking = true; }), settings(),
+       comm(4), Reason::kNonblocking},
       {"negative count", floatSum(-1), settings(0), comm(4), Reason::kInvalidCount},
       {"empty", floatSum(0), settings(0), comm(4), Reason::kEmpty},
-      {"derived type", with(floatSum(1024), [](CallInfo& c) { c.dtype.reset(); }), settings(), comm(4), Reason::kUnsupportedDatatype},
-      {"user op", with(floatSum(1024), [](CallInfo& c) { c.op.reset(); }), settings(), comm(4), Reason::kUserOp},
-      {"band on float", with(floatSum(1024), [](CallInfo& c) { c.op = RedOp::kBitAnd; }), settings(), comm(4), Reason::kOpNotAllowed},
-      {"minloc on int", with(floatSum(1024), [](CallInfo& c) { c.dtype = DType::kInt32; c.op = RedOp::kMinLoc; }), settings(), comm(4), Reason::kOpNotAllowed},
+      {"derived type", with(floatSum(1024), [](CallInfo& c) { c.dtype.reset(); }), settings(),
+       comm(4), Reason::kUnsupportedDatatype},
+      {"user op", with(floatSum(1024), [](CallInfo& c) { c.op.reset(); }), settings(), comm(4),
+       Reason::kUserOp},
+      {"band on float", with(floatSum(1024), [](CallInfo& c) { c.op = RedOp::kBitAnd; }),
+       settings(), comm(4), Reason::kOpNotAllowed},
+      {"minloc on int",
+       with(floatSum(1024),
+            [](CallInfo& c) {
+              c.dtype = DType::kInt32;
+              c.op = RedOp::kMinLoc;
+            }),
+       settings(), comm(4), Reason::kOpNotAllowed},
       {"small", floatSum(255), settings(1024), comm(4), Reason::kBelowMinBytes},
-      {"null buffer", with(floatSum(1024), [](CallInfo& c) { c.nullBuffer = true; }), settings(), comm(4), Reason::kNullBuffer},
-      {"overlap", with(floatSum(1024), [](CallInfo& c) { c.buffersOverlap = true; }), settings(), comm(4), Reason::kOverlappingBuffers},
+      {"null buffer", with(floatSum(1024), [](CallInfo& c) { c.nullBuffer = true; }), settings(),
+       comm(4), Reason::kNullBuffer},
+      {"overlap", with(floatSum(1024), [](CallInfo& c) { c.buffersOverlap = true; }), settings(),
+       comm(4), Reason::kOverlappingBuffers},
       {"native", floatSum(1024), settings(1024, AlgoChoice::kNative), comm(4), Reason::kAlgoNative},
       {"intercomm", floatSum(1024), settings(), inter, Reason::kInterComm},
       {"spans worlds", floatSum(1024), settings(), spanning, Reason::kSpansWorlds},

@@ -39,9 +39,12 @@ TEST(Reducer, IntegerOps) {
   EXPECT_EQ(reduce(DType::kInt32, RedOp::kLogicalAnd, a, b), (std::vector<int32_t>{1, 1, 1, 0, 1}));
   EXPECT_EQ(reduce(DType::kInt32, RedOp::kLogicalOr, a, b), (std::vector<int32_t>{1, 1, 1, 1, 1}));
   EXPECT_EQ(reduce(DType::kInt32, RedOp::kLogicalXor, a, b), (std::vector<int32_t>{0, 0, 0, 1, 0}));
-  EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitAnd, a, b), (std::vector<int32_t>{1 & 4, -2 & 5, 3 & -6, 0, 6 & 3}));
-  EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitOr, a, b), (std::vector<int32_t>{1 | 4, -2 | 5, 3 | -6, 7, 6 | 3}));
-  EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitXor, a, b), (std::vector<int32_t>{1 ^ 4, -2 ^ 5, 3 ^ -6, 7, 6 ^ 3}));
+  EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitAnd, a, b),
+            (std::vector<int32_t>{1 & 4, -2 & 5, 3 & -6, 0, 6 & 3}));
+  EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitOr, a, b),
+            (std::vector<int32_t>{1 | 4, -2 | 5, 3 | -6, 7, 6 | 3}));
+  EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitXor, a, b),
+            (std::vector<int32_t>{1 ^ 4, -2 ^ 5, 3 ^ -6, 7, 6 ^ 3}));
   // Unsigned wrap-around is defined and must match what MPI computes.
   EXPECT_EQ(reduce(DType::kUInt8, RedOp::kSum, std::vector<uint8_t>{250}, std::vector<uint8_t>{10}),
             (std::vector<uint8_t>{4}));
@@ -50,7 +53,8 @@ TEST(Reducer, IntegerOps) {
 TEST(Reducer, FloatingOpsAndInPlaceAliasing) {
   std::vector<double> a = {1.5, -0.0, 1e300, 3.0};
   std::vector<double> b = {2.25, 0.0, 1e300, -3.0};
-  EXPECT_EQ(reduce(DType::kFloat64, RedOp::kSum, a, b), (std::vector<double>{3.75, 0.0, 2e300, 0.0}));
+  EXPECT_EQ(reduce(DType::kFloat64, RedOp::kSum, a, b),
+            (std::vector<double>{3.75, 0.0, 2e300, 0.0}));
   EXPECT_EQ(reduce(DType::kFloat64, RedOp::kMax, a, b)[3], 3.0);
   // out == b (in place), across a length that exercises the vector body and the tail.
   std::vector<float> x(1037), y(1037);
@@ -64,9 +68,11 @@ TEST(Reducer, FloatingOpsAndInPlaceAliasing) {
 
 TEST(Reducer, ComplexAndBoolAndByte) {
   using C = std::complex<double>;
-  const auto prod = reduce(DType::kComplexFloat64, RedOp::kProd, std::vector<C>{{1, 2}}, std::vector<C>{{3, -1}});
+  const auto prod =
+      reduce(DType::kComplexFloat64, RedOp::kProd, std::vector<C>{{1, 2}}, std::vector<C>{{3, -1}});
   EXPECT_EQ(prod[0], C(5, 5));
-  const auto sum = reduce(DType::kComplexFloat64, RedOp::kSum, std::vector<C>{{1, 2}}, std::vector<C>{{3, -1}});
+  const auto sum =
+      reduce(DType::kComplexFloat64, RedOp::kSum, std::vector<C>{{1, 2}}, std::vector<C>{{3, -1}});
   EXPECT_EQ(sum[0], C(4, 1));
   const bool a[] = {true, true, false, false};
   const bool b[] = {true, false, true, false};

@@ -69,7 +69,8 @@ TEST(RingSchedule, WhatARankReceivesIsWhatItsNeighbourSends) {
 TEST(RingSchedule, EveryRankEndsWithEveryContributionExactlyOnce) {
   for (int p = 1; p <= 17; ++p) {
     const uint32_t all = (p == 32) ? ~0u : ((1u << p) - 1);
-    std::vector<std::vector<uint32_t>> have(static_cast<size_t>(p), std::vector<uint32_t>(static_cast<size_t>(p)));
+    std::vector<std::vector<uint32_t>> have(static_cast<size_t>(p),
+                                            std::vector<uint32_t>(static_cast<size_t>(p)));
     for (int r = 0; r < p; ++r) {
       for (int c = 0; c < p; ++c) have[static_cast<size_t>(r)][static_cast<size_t>(c)] = 1u << r;
     }
@@ -77,10 +78,12 @@ TEST(RingSchedule, EveryRankEndsWithEveryContributionExactlyOnce) {
       const auto before = have;
       for (int r = 0; r < p; ++r) {
         const RingStep step = ringStep(p, r, s);
-        const uint32_t incoming = before[static_cast<size_t>(ringPrev(r, p))][static_cast<size_t>(step.recvChunk)];
+        const uint32_t incoming =
+            before[static_cast<size_t>(ringPrev(r, p))][static_cast<size_t>(step.recvChunk)];
         uint32_t& mine = have[static_cast<size_t>(r)][static_cast<size_t>(step.recvChunk)];
         if (step.phase == RingPhase::kReduceScatter) {
-          ASSERT_EQ(incoming & before[static_cast<size_t>(r)][static_cast<size_t>(step.recvChunk)], 0u)
+          ASSERT_EQ(incoming & before[static_cast<size_t>(r)][static_cast<size_t>(step.recvChunk)],
+                    0u)
               << "contribution counted twice: p=" << p << " step=" << s << " rank=" << r;
           mine = incoming | before[static_cast<size_t>(r)][static_cast<size_t>(step.recvChunk)];
         } else {
@@ -91,7 +94,8 @@ TEST(RingSchedule, EveryRankEndsWithEveryContributionExactlyOnce) {
     }
     for (int r = 0; r < p; ++r) {
       for (int c = 0; c < p; ++c) {
-        ASSERT_EQ(have[static_cast<size_t>(r)][static_cast<size_t>(c)], all) << "p=" << p << " rank=" << r << " chunk=" << c;
+        ASSERT_EQ(have[static_cast<size_t>(r)][static_cast<size_t>(c)], all)
+            << "p=" << p << " rank=" << r << " chunk=" << c;
       }
     }
   }

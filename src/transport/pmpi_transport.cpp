@@ -22,32 +22,31 @@ TransferId PmpiTransport::allocate() {
   return id;
 }
 
-Status PmpiTransport::postSend(const void* data, size_t bytes, int peer, TransferId* id) {
+// Posts one nonblocking operation into a request slot; `post` is PMPI_Isend or PMPI_Irecv.
+template <typename Post>
+Status PmpiTransport::postInto(const char* what, size_t bytes, TransferId* id, Post post) {
   if (bytes > static_cast<size_t>(INT_MAX)) {
     return Status::error(StatusCode::kInternal, "segment larger than INT_MAX bytes");
   }
   *id = allocate();
-  const int rc = PMPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, kTag, comm_,
-                            &requests_[static_cast<size_t>(*id)]);
+  const int rc = post(static_cast<int>(bytes), &requests_[static_cast<size_t>(*id)]);
   if (rc != MPI_SUCCESS) {
     free_.push_back(*id);
-    return mpiErrorStatus("PMPI_Isend", rc);
+    return mpiErrorStatus(what, rc);
   }
   return Status::ok();
 }
 
+Status PmpiTransport::postSend(const void* data, size_t bytes, int peer, TransferId* id) {
+  return postInto("PMPI_Isend", bytes, id, [&](int count, MPI_Request* request) {
+    return PMPI_Isend(data, count, MPI_BYTE, peer, kTag, comm_, request);
+  });
+}
+
 Status PmpiTransport::postRecv(void* data, size_t bytes, int peer, TransferId* id) {
-  if (bytes > static_cast<size_t>(INT_MAX)) {
-    return Status::error(StatusCode::kInternal, "segment larger than INT_MAX bytes");
-  }
-  *id = allocate();
-  const int rc = PMPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, kTag, comm_,
-                            &requests_[static_cast<size_t>(*id)]);
-  if (rc != MPI_SUCCESS) {
-    free_.push_back(*id);
-    return mpiErrorStatus("PMPI_Irecv", rc);
-  }
-  return Status::ok();
+  return postInto("PMPI_Irecv", bytes, id, [&](int count, MPI_Request* request) {
+    return PMPI_Irecv(data, count, MPI_BYTE, peer, kTag, comm_, request);
+  });
 }
 
 Status PmpiTransport::wait(TransferId id) {

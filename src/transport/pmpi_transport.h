@@ -23,6 +23,8 @@ class PmpiTransport : public Transport {
 
  private:
   TransferId allocate();
+  template <typename Post>
+  Status postInto(const char* what, size_t bytes, TransferId* id, Post post);
 
   static constexpr int kTag = 0x6f5;
   MPI_Comm comm_;

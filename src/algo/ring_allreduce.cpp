@@ -12,7 +12,9 @@ Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport
   auto* recvBytes = static_cast<std::byte*>(recv);
   const int ranks = schedule.ranks();
   if (ranks == 1) {
-    if (send != recv) std::memcpy(recv, send, schedule.count() * elementBytes);
+    if (send != recv && schedule.count() > 0) {
+      std::memcpy(recv, send, schedule.count() * elementBytes);
+    }
     return Status::ok();
   }
   if (reduce == nullptr) {

@@ -57,12 +57,6 @@ int callPmpi(const TypedArgs& a) {
   return MPI_ERR_INTERN;
 }
 
-bool rangesOverlap(const void* a, const void* b, uint64_t bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a);
-  const auto y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
-}
-
 CallInfo describeCall(const TypedArgs& a) {
   CallInfo call;
   call.count = a.count;
@@ -71,9 +65,8 @@ CallInfo describeCall(const TypedArgs& a) {
   call.inPlace = a.send == MPI_IN_PLACE;
   call.nonblocking = a.variant == AllreduceVariant::kNonblocking ||
                      a.variant == AllreduceVariant::kNonblockingBigCount;
-  const uint64_t bytes = call.bytes();
-  call.nullBuffer = a.count > 0 && (a.recv == nullptr || (!call.inPlace && a.send == nullptr));
-  call.buffersOverlap = !call.inPlace && bytes > 0 && rangesOverlap(a.send, a.recv, bytes);
+  call.sendAddress = reinterpret_cast<uintptr_t>(a.send);
+  call.recvAddress = reinterpret_cast<uintptr_t>(a.recv);
   return call;
 }
 

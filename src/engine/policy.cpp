@@ -3,6 +3,16 @@
 namespace gfshim {
 namespace {
 
+bool hasNullBuffer(const CallInfo& call) {
+  return call.recvAddress == 0 || (!call.inPlace && call.sendAddress == 0);
+}
+
+bool buffersOverlap(const CallInfo& call) {
+  const uint64_t bytes = call.bytes();
+  return !call.inPlace && call.sendAddress < call.recvAddress + bytes &&
+         call.recvAddress < call.sendAddress + bytes;
+}
+
 Plan passthrough(Reason reason) {
   Plan plan;
   plan.route = Route::kPassthrough;
@@ -79,8 +89,8 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!call.op) return passthrough(Reason::kUserOp);
   if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
   if (call.bytes() < settings.minBytes) return passthrough(Reason::kBelowMinBytes);
-  if (call.nullBuffer) return passthrough(Reason::kNullBuffer);
-  if (call.buffersOverlap) return passthrough(Reason::kOverlappingBuffers);
+  if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
+  if (buffersOverlap(call)) return passthrough(Reason::kOverlappingBuffers);
   if (settings.algo == AlgoChoice::kNative) return passthrough(Reason::kAlgoNative);
   Plan plan;
   plan.route = Route::kEngine;

@@ -54,9 +54,9 @@ struct CallInfo {
   int64_t count = 0;            // elements; negative counts are erroneous calls
   std::optional<DType> dtype;   // empty: not a predefined datatype the engine reduces
   std::optional<RedOp> op;      // empty: user-defined (or unknown) op
-  bool inPlace = false;         // sendbuf == MPI_IN_PLACE
-  bool buffersOverlap = false;  // distinct send/recv ranges that overlap (erroneous)
-  bool nullBuffer = false;      // a null buffer with a nonzero count (erroneous)
+  bool inPlace = false;        // sendbuf == MPI_IN_PLACE
+  uintptr_t sendAddress = 0;   // as integers, so the policy can recognise erroneous calls (null
+  uintptr_t recvAddress = 0;   // buffers, overlapping ranges) only when it gets that far
   bool nonblocking = false;     // MPI_Iallreduce
   MemKind memKind = MemKind::kHost;
 

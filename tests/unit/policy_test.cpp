@@ -10,6 +10,8 @@ CallInfo floatSum(int64_t count) {
   call.count = count;
   call.dtype = DType::kFloat32;
   call.op = RedOp::kSum;
+  call.sendAddress = 0x10000;
+  call.recvAddress = 0x80000;
   return call;
 }
 
@@ -81,9 +83,13 @@ TEST(Policy, PassthroughTable) {
             }),
        settings(), comm(4), Reason::kOpNotAllowed},
       {"small", floatSum(255), settings(1024), comm(4), Reason::kBelowMinBytes},
-      {"null buffer", with(floatSum(1024), [](CallInfo& c) { c.nullBuffer = true; }), settings(),
+      {"null buffer", with(floatSum(1024), [](CallInfo& c) { c.recvAddress = 0; }), settings(),
        comm(4), Reason::kNullBuffer},
-      {"overlap", with(floatSum(1024), [](CallInfo& c) { c.buffersOverlap = true; }), settings(),
+      {"null send buffer", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = 0; }), settings(),
+       comm(4), Reason::kNullBuffer},
+      {"aliased", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = c.recvAddress; }), settings(),
+       comm(4), Reason::kOverlappingBuffers},
+      {"overlap", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = c.recvAddress - 4 * 1023; }), settings(),
        comm(4), Reason::kOverlappingBuffers},
       {"native", floatSum(1024), settings(1024, AlgoChoice::kNative), comm(4), Reason::kAlgoNative},
       {"intercomm", floatSum(1024), settings(), inter, Reason::kInterComm},
@@ -113,6 +119,11 @@ TEST(Policy, ThresholdIsInclusiveAndCountsBytes) {
 TEST(Policy, RankLocalFactsOfCorrectCallsDoNotChangeThePlan) {
   CallInfo inPlace = floatSum(1024);
   inPlace.inPlace = true;
+  inPlace.sendAddress = 1;  // MPI_IN_PLACE's value does not matter
+  EXPECT_EQ(decide(inPlace, settings(), comm(4)), Reason::kRingAuto);
+  CallInfo adjacent = floatSum(1024);
+  adjacent.sendAddress = adjacent.recvAddress + 4 * 1024;  // touching, not overlapping
+  EXPECT_EQ(decide(adjacent, settings(), comm(4)), Reason::kRingAuto);
   CommFacts rank0 = comm(4), rank3 = comm(4);
   rank3.rank = 3;
   EXPECT_EQ(decide(inPlace, settings(), rank0), decide(floatSum(1024), settings(), rank3));

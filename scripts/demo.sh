@@ -24,4 +24,8 @@ run -x LD_PRELOAD="$root/build/libgfshim.so" -x GFSHIM_STATS=1 "$root/build/exam
 
 echo
 echo "== 2. allreduce benchmark, native vs shim in the same processes (ratio < 1: shim faster)"
+if [[ $np -gt $(nproc) ]]; then
+  echo "   ($np ranks on $(nproc) cores is oversubscribed: the ring's 2(p-1) dependent steps each wait for"
+  echo "    a descheduled neighbour, so it can lose at 256K-1M here; see bench/RESULTS.md. NP=$(nproc) avoids that.)"
+fi
 GFSHIM_STATS=1 "$root/bench/side_by_side.sh" --mpi openmpi --np "$np" -- -c -b 4K -e 64M -f 4 -r 5

@@ -37,6 +37,8 @@ std::string acceptedText(const ParamSpec& spec) {
       for (char& c : choices) c = c == '|' ? ',' : c;
       return "list of ALL," + choices + " (^X excludes)";
     }
+    case gfshim::ParamType::kGrid:
+      return "XxY (positive integers)";
     case gfshim::ParamType::kPath:
       return "file path";
   }

@@ -5,14 +5,14 @@
 
 namespace gfshim {
 
-Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport& transport,
-                        Workspace& workspace, const void* send, void* recv) {
+Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Transport& transport,
+               Workspace& workspace, const void* send, void* recv) {
   const size_t elementBytes = schedule.elementBytes();
   const auto* sendBytes = static_cast<const std::byte*>(send);
   auto* recvBytes = static_cast<std::byte*>(recv);
   const int ranks = schedule.ranks();
   if (ranks == 1) {
-    if (send != recv && schedule.count() > 0) {
+    if (part != RingPart::kAllgather && send != recv && schedule.count() > 0) {
       std::memcpy(recv, send, schedule.count() * elementBytes);
     }
     return Status::ok();
@@ -25,7 +25,10 @@ Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport
   const int prev = ringPrev(schedule.rank(), ranks);
   const size_t segments = schedule.segmentsPerChunk();
   const int steps = schedule.stepCount();
-  const size_t units = static_cast<size_t>(steps) * segments;
+  const int firstStep = part == RingPart::kAllgather ? ranks - 1 : 0;
+  const int endStep = part == RingPart::kReduceScatter ? ranks - 1 : steps;
+  const size_t firstUnit = static_cast<size_t>(firstStep) * segments;
+  const size_t units = static_cast<size_t>(endStep) * segments;  // one past the last unit run
   const size_t slotBytes = schedule.maxSegmentElements() * elementBytes;
   std::byte* scratch = workspace.reserve(kRingRecvDepth * slotBytes);
   if (scratch == nullptr && slotBytes > 0) {
@@ -75,11 +78,11 @@ Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport
   };
 
   Status status;
-  for (size_t k = 0; k < segments && status.isOk(); ++k) status = postSendUnit(k);
-  for (size_t u = 0; u < kRingRecvDepth && u < units && status.isOk(); ++u) {
+  for (size_t k = 0; k < segments && status.isOk(); ++k) status = postSendUnit(firstUnit + k);
+  for (size_t u = firstUnit; u < firstUnit + kRingRecvDepth && u < units && status.isOk(); ++u) {
     status = postRecvUnit(u);
   }
-  for (size_t u = 0; u < units && status.isOk(); ++u) {
+  for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
     const int step = stepOf(u);
     const ElementRange range = schedule.recvRange(step, segmentOf(u));
     const TransferId id = recvIds[u % kRingRecvDepth];
@@ -93,10 +96,10 @@ Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport
       }
     }
     if (u + kRingRecvDepth < units) status = postRecvUnit(u + kRingRecvDepth);
-    if (status.isOk() && step + 1 < steps) status = postSendUnit(u + segments);
+    if (status.isOk() && step + 1 < endStep) status = postSendUnit(u + segments);
   }
   // Complete every send still outstanding, even after an error, so no request outlives the call.
-  for (size_t u = 0; u < units; ++u) {
+  for (size_t u = firstUnit; u < units; ++u) {
     Status sent = waitSend(u);
     if (status.isOk()) status = sent;
   }

@@ -32,7 +32,14 @@ namespace gfshim {
 // is reduced, small enough to keep the scratch at a few segments.
 constexpr size_t kRingRecvDepth = 4;
 
-Status runRingAllreduce(const RingSchedule& schedule, ReduceFn reduce, Transport& transport,
-                        Workspace& workspace, const void* send, void* recv);
+// Which steps of the schedule to run. The halves are what the 2D torus composes:
+//   kReduceScatter: afterwards recv holds the complete reduction of chunk (rank+1)%p; the rest of
+//                   recv holds intermediate values.
+//   kAllgather:     expects chunk (rank+1)%p of recv complete (send is not read) and fills in
+//                   every other chunk.
+enum class RingPart { kAllreduce, kReduceScatter, kAllgather };
+
+Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Transport& transport,
+               Workspace& workspace, const void* send, void* recv);
 
 }  // namespace gfshim

@@ -18,6 +18,7 @@ constexpr ParamType Bool = ParamType::kBool;
 constexpr ParamType Size = ParamType::kSize;
 constexpr ParamType Enum = ParamType::kEnum;
 constexpr ParamType List = ParamType::kList;
+constexpr ParamType Grid = ParamType::kGrid;
 constexpr ParamType Path = ParamType::kPath;
 constexpr ParamScope Plan = ParamScope::kPlan;
 constexpr ParamScope Local = ParamScope::kLocal;
@@ -184,6 +185,8 @@ const char* paramTypeName(ParamType type) {
       return "enum";
     case ParamType::kList:
       return "list";
+    case ParamType::kGrid:
+      return "grid";
     case ParamType::kPath:
       return "path";
   }
@@ -272,6 +275,26 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
       out->text = mask == all ? "ALL" : canonical;
       return true;
     }
+    case ParamType::kGrid: {
+      const std::string s = upper(trim(text));
+      const size_t separator = s.find('X');
+      auto dimension = [](const std::string& digits) -> uint64_t {
+        if (digits.empty() || digits.size() > 6 ||
+            digits.find_first_not_of("0123456789") != std::string::npos) {
+          return 0;
+        }
+        return std::stoull(digits);
+      };
+      const uint64_t x = separator == std::string::npos ? 0 : dimension(s.substr(0, separator));
+      const uint64_t y = separator == std::string::npos ? 0 : dimension(s.substr(separator + 1));
+      if (x == 0 || y == 0) {
+        *why = "accepted: XxY with two positive integers, e.g. 2x4 (X ranks per row, Y rows)";
+        return false;
+      }
+      out->number = x << 32 | y;
+      out->text = std::to_string(x) + "x" + std::to_string(y);
+      return true;
+    }
     case ParamType::kPath:
       out->number = 0;
       out->text = trim(text);
@@ -304,6 +327,7 @@ ConfigInputs configInputsFromProcess() {
 Config Config::load(const ConfigInputs& inputs) {
   Config config;
   for (int i = 0; i < kParamCount; ++i) {
+    if (*kSpecs[i].defaultText == '\0') continue;  // unset by default: number 0, empty text
     std::string why;
     const bool parsed = parseParamValue(kSpecs[i], kSpecs[i].defaultText, &config.values_[i], &why);
     if (!parsed)
@@ -402,6 +426,8 @@ Settings settingsFrom(const Config& config) {
   settings.algo = static_cast<AlgoChoice>(config.choice(Param::ALGO));
   settings.minBytes = config.bytes(Param::MIN_BYTES);
   settings.segmentBytes = config.bytes(Param::SEGMENT_BYTES);
+  settings.torusX = static_cast<int>(config.value(Param::TORUS_DIMS).number >> 32);
+  settings.torusY = static_cast<int>(config.value(Param::TORUS_DIMS).number & 0xffffffffu);
   settings.log.level = static_cast<LogLevel>(config.choice(Param::DEBUG));
   settings.log.subsysMask = config.mask(Param::DEBUG_SUBSYS);
   settings.stats = config.flag(Param::STATS);

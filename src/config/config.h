@@ -17,7 +17,7 @@
 
 namespace gfshim {
 
-enum class ParamType { kBool, kSize, kEnum, kList, kPath };
+enum class ParamType { kBool, kSize, kEnum, kList, kGrid, kPath };
 enum class ParamScope { kPlan, kLocal };
 
 enum class Param : int {
@@ -44,7 +44,8 @@ enum class ValueSource { kDefault, kFile, kEnv };
 const char* valueSourceName(ValueSource source);
 
 struct ParamValue {
-  uint64_t number = 0;  // Bool: 0/1; Size: bytes; Enum: index into ACCEPTED; List: bit mask
+  uint64_t number = 0;  // Bool: 0/1; Size: bytes; Enum: index into ACCEPTED; List: bit mask;
+                        // Grid: X << 32 | Y (0 when unset)
   std::string text;     // canonical spelling (what gfshim-info prints and the plan hash covers)
   ValueSource source = ValueSource::kDefault;
 };
@@ -87,13 +88,15 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
                      std::string* why);
 
 // The typed view the rest of the shim uses.
-enum class AlgoChoice { kAuto, kRing, kNative };  // order of GFSHIM_ALGO's ACCEPTED list
+enum class AlgoChoice { kAuto, kRing, kNative, kTorus2d };  // order of GFSHIM_ALGO's ACCEPTED list
 
 struct Settings {
   bool enable = true;
   AlgoChoice algo = AlgoChoice::kAuto;
   uint64_t minBytes = 0;
   uint64_t segmentBytes = 0;
+  int torusX = 0;  // GFSHIM_TORUS_DIMS; 0 x 0 when unset
+  int torusY = 0;
   LogFilter log;
   bool stats = false;
   bool strict = false;

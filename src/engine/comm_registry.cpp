@@ -1,5 +1,6 @@
 #include "engine/comm_registry.h"
 
+#include <string>
 #include <vector>
 
 #include "common/log.h"
@@ -66,7 +67,24 @@ Status CommRegistry::stateFor(MPI_Comm comm, bool paramsAgree, CommState** state
   return Status::ok();
 }
 
-Status CommRegistry::ensurePrivateComm(MPI_Comm comm, CommState& state) {
+// Node id of every rank: each rank learns the communicator rank of its node's first member
+// (a broadcast inside the MPI_COMM_TYPE_SHARED split) and the ids are allgathered.
+Status learnNodes(MPI_Comm comm, int size, std::vector<int>* nodeOfRank) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_split_type", rc);
+  int myRank = 0, nodeId = 0;
+  PMPI_Comm_rank(comm, &myRank);
+  nodeId = myRank;
+  rc = PMPI_Bcast(&nodeId, 1, MPI_INT, 0, node);
+  PMPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Bcast", rc);
+  nodeOfRank->assign(static_cast<size_t>(size), 0);
+  rc = PMPI_Allgather(&nodeId, 1, MPI_INT, nodeOfRank->data(), 1, MPI_INT, comm);
+  return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allgather", rc);
+}
+
+Status CommRegistry::ensureSetUp(MPI_Comm comm, CommState& state) {
   if (state.privateComm != MPI_COMM_NULL) return Status::ok();
   int rc = PMPI_Comm_dup(comm, &state.privateComm);
   if (rc != MPI_SUCCESS) {
@@ -75,11 +93,31 @@ Status CommRegistry::ensurePrivateComm(MPI_Comm comm, CommState& state) {
   }
   rc = PMPI_Comm_set_errhandler(state.privateComm, MPI_ERRORS_RETURN);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_set_errhandler", rc);
+  GFSHIM_RETURN_IF_ERROR(learnNodes(state.privateComm, state.facts.size, &state.nodeOfRank));
+  std::set<int> nodes(state.nodeOfRank.begin(), state.nodeOfRank.end());
+  state.facts.nodes = static_cast<int>(nodes.size());
+  std::string why;
+  const std::optional<TorusGrid> nodeGrid =
+      torusGridFromNodes(state.facts.rank, state.nodeOfRank, &why);
+  state.facts.ranksPerNode = nodeGrid ? nodeGrid->dims.x : 0;
   state.transport =
       std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
-  GFSHIM_INFO(kEngine, "created the private communicator for a communicator of %d ranks",
-              state.facts.size);
+  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks on %d nodes (%s)", state.facts.size,
+              state.facts.nodes,
+              nodeGrid ? (std::to_string(state.facts.ranksPerNode) + " ranks per node").c_str()
+                       : why.c_str());
   return Status::ok();
+}
+
+const TorusGrid* CommRegistry::torusGrid(CommState& state, const Settings& settings) {
+  if (!state.torusGrid) {
+    std::string why;
+    state.torusGrid = settings.torusX > 0
+                          ? torusGridFromDims(state.facts.rank, state.facts.size,
+                                              {settings.torusX, settings.torusY})
+                          : torusGridFromNodes(state.facts.rank, state.nodeOfRank, &why);
+  }
+  return state.torusGrid ? &*state.torusGrid : nullptr;
 }
 
 void CommRegistry::stop() {

@@ -7,9 +7,12 @@
 #include <mpi.h>
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
+#include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
 #include "engine/policy.h"
@@ -20,6 +23,8 @@ namespace gfshim {
 struct CommState {
   CommFacts facts;
   MPI_Comm privateComm = MPI_COMM_NULL;  // created collectively at the first engine call
+  std::vector<int> nodeOfRank;           // node id of every rank, from the same setup
+  std::optional<TorusGrid> torusGrid;    // built on the first torus2d call
   std::unique_ptr<PmpiTransport> transport;
   Workspace workspace;
   std::set<std::pair<uint64_t, DType>> loggedShapes;  // (bytes, dtype) already logged at INFO
@@ -33,8 +38,11 @@ class CommRegistry {
   Status start();
   // The state of `comm`, created with its facts on first sight (local calls only).
   Status stateFor(MPI_Comm comm, bool paramsAgree, CommState** state);
-  // Collective over `comm`: duplicates it for the shim's traffic on the first engine call.
-  Status ensurePrivateComm(MPI_Comm comm, CommState& state);
+  // Collective over `comm`, on the first engine call: duplicates it for the shim's traffic and
+  // learns the node of every rank (MPI_COMM_TYPE_SHARED split + allgather) into the facts.
+  Status ensureSetUp(MPI_Comm comm, CommState& state);
+  // The torus grid of an engine plan that chose Algo::kTorus2d (cached per communicator).
+  const TorusGrid* torusGrid(CommState& state, const Settings& settings);
   // Drops the state of the predefined communicators; call before PMPI_Finalize.
   void stop();
 

@@ -3,11 +3,12 @@
 #include "algo/reducer.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
+#include "algo/torus_allreduce.h"
 
 namespace gfshim {
 
 Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
-                   Workspace& workspace, const void* send, void* recv) {
+                   Workspace& workspace, const void* send, void* recv, const TorusGrid* grid) {
   if (plan.route != Route::kEngine || !call.dtype || !call.op || call.count < 0) {
     return Status::error(StatusCode::kInternal, "executePlan called without an engine plan");
   }
@@ -16,9 +17,15 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
       const RingSchedule schedule(transport.size(), transport.rank(),
                                   static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
                                   plan.segmentBytes);
-      return runRingAllreduce(schedule, cpuReduceFn(*call.dtype, *call.op), transport, workspace,
-                              send, recv);
+      return runRing(schedule, RingPart::kAllreduce, cpuReduceFn(*call.dtype, *call.op), transport,
+                     workspace, send, recv);
     }
+    case Algo::kTorus2d:
+      if (grid == nullptr)
+        return Status::error(StatusCode::kInternal, "torus2d plan without a grid");
+      return runTorusAllreduce(*grid, static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
+                               plan.segmentBytes, cpuReduceFn(*call.dtype, *call.op), transport,
+                               workspace, send, recv);
     case Algo::kNone:
       break;
   }

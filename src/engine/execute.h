@@ -2,6 +2,7 @@
 // schedule and executes it. MPI-free, so the threads-as-ranks tests run exactly this code.
 #pragma once
 
+#include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
 #include "engine/policy.h"
@@ -9,8 +10,10 @@
 
 namespace gfshim {
 
-// `send` equals `recv` for MPI_IN_PLACE.
+// `send` equals `recv` for MPI_IN_PLACE. `grid` is required for Algo::kTorus2d (the transport's
+// ranks are the communicator's), ignored otherwise.
 Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
-                   Workspace& workspace, const void* send, void* recv);
+                   Workspace& workspace, const void* send, void* recv,
+                   const TorusGrid* grid = nullptr);
 
 }  // namespace gfshim

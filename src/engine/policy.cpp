@@ -28,6 +28,16 @@ const char* reasonText(Reason reason) {
       return "ring (GFSHIM_ALGO=ring)";
     case Reason::kRingAuto:
       return "ring (auto: the host algorithm of this build)";
+    case Reason::kTorusOnNodes:
+      return "torus2d (GFSHIM_ALGO=torus2d, rows are nodes)";
+    case Reason::kTorusOnForcedDims:
+      return "torus2d (grid from GFSHIM_TORUS_DIMS)";
+    case Reason::kRingTorusDimsMismatch:
+      return "ring (GFSHIM_TORUS_DIMS does not match the communicator size)";
+    case Reason::kRingTorusHeterogeneous:
+      return "ring (torus2d asked, but nodes hold different numbers of ranks)";
+    case Reason::kRingTorusDegenerate:
+      return "ring (torus2d asked, but one node or one rank per node: a single ring)";
     case Reason::kShimInactive:
       return "shim inactive (see the warning at MPI_Init)";
     case Reason::kDisabled:
@@ -66,14 +76,15 @@ const char* reasonText(Reason reason) {
   return "?";
 }
 
-bool isEngineReason(Reason reason) {
-  return reason == Reason::kRingForced || reason == Reason::kRingAuto;
-}
+// Engine reasons come first in the enum.
+bool isEngineReason(Reason reason) { return reason < Reason::kShimInactive; }
 
 const char* algoName(Algo algo) {
   switch (algo) {
     case Algo::kRing:
       return "ring";
+    case Algo::kTorus2d:
+      return "torus2d";
     case Algo::kNone:
       break;
   }
@@ -94,8 +105,13 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (settings.algo == AlgoChoice::kNative) return passthrough(Reason::kAlgoNative);
   Plan plan;
   plan.route = Route::kEngine;
-  plan.algo = Algo::kRing;
-  plan.reason = settings.algo == AlgoChoice::kRing ? Reason::kRingForced : Reason::kRingAuto;
+  if (settings.algo == AlgoChoice::kTorus2d) {
+    plan.algo = Algo::kTorus2d;
+    plan.reason = Reason::kTorusOnNodes;  // provisional: chooseAlgorithm checks the grid
+  } else {
+    plan.algo = Algo::kRing;
+    plan.reason = settings.algo == AlgoChoice::kRing ? Reason::kRingForced : Reason::kRingAuto;
+  }
   plan.segmentBytes = settings.segmentBytes;
   return plan;
 }
@@ -107,6 +123,25 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm) {
   if (comm.spansWorlds) return passthrough(Reason::kSpansWorlds);
   if (comm.size == 1) return passthrough(Reason::kSingleRank);
   return callPlan;
+}
+
+Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings) {
+  if (enginePlan.route != Route::kEngine || enginePlan.algo != Algo::kTorus2d) return enginePlan;
+  Plan plan = enginePlan;
+  auto ring = [&plan](Reason reason) {
+    plan.algo = Algo::kRing;
+    plan.reason = reason;
+    return plan;
+  };
+  if (settings.torusX > 0) {
+    if (settings.torusX * settings.torusY != comm.size) return ring(Reason::kRingTorusDimsMismatch);
+    plan.reason = Reason::kTorusOnForcedDims;
+    return plan;
+  }
+  if (comm.ranksPerNode == 0) return ring(Reason::kRingTorusHeterogeneous);
+  if (comm.nodes <= 1 || comm.ranksPerNode <= 1) return ring(Reason::kRingTorusDegenerate);
+  plan.reason = Reason::kTorusOnNodes;
+  return plan;
 }
 
 }  // namespace gfshim

@@ -20,12 +20,17 @@
 namespace gfshim {
 
 enum class Route : uint8_t { kEngine, kPassthrough };
-enum class Algo : uint8_t { kNone, kRing };
+enum class Algo : uint8_t { kNone, kRing, kTorus2d };
 
 enum class Reason : uint8_t {
   // engine
   kRingForced,
   kRingAuto,
+  kTorusOnNodes,
+  kTorusOnForcedDims,
+  kRingTorusDimsMismatch,
+  kRingTorusHeterogeneous,
+  kRingTorusDegenerate,
   // passthrough
   kShimInactive,
   kDisabled,
@@ -51,13 +56,13 @@ bool isEngineReason(Reason reason);
 
 // An allreduce call in plain C++ terms (built by the hook from the MPI arguments).
 struct CallInfo {
-  int64_t count = 0;            // elements; negative counts are erroneous calls
-  std::optional<DType> dtype;   // empty: not a predefined datatype the engine reduces
-  std::optional<RedOp> op;      // empty: user-defined (or unknown) op
+  int64_t count = 0;           // elements; negative counts are erroneous calls
+  std::optional<DType> dtype;  // empty: not a predefined datatype the engine reduces
+  std::optional<RedOp> op;     // empty: user-defined (or unknown) op
   bool inPlace = false;        // sendbuf == MPI_IN_PLACE
   uintptr_t sendAddress = 0;   // as integers, so the policy can recognise erroneous calls (null
   uintptr_t recvAddress = 0;   // buffers, overlapping ranges) only when it gets that far
-  bool nonblocking = false;     // MPI_Iallreduce
+  bool nonblocking = false;    // MPI_Iallreduce
   MemKind memKind = MemKind::kHost;
 
   uint64_t bytes() const {
@@ -71,6 +76,9 @@ struct CommFacts {
   bool interComm = false;
   bool spansWorlds = false;  // holds ranks outside this process's MPI_COMM_WORLD
   bool paramsAgree = true;   // plan-relevant parameters are identical on every rank
+  // Node layout, known after the communicator's collective setup (first engine call):
+  int nodes = 0;         // distinct shared-memory nodes
+  int ranksPerNode = 0;  // 0 when nodes hold different numbers of ranks
 };
 
 struct Plan {
@@ -83,8 +91,12 @@ struct Plan {
 // Call-level decision, made before any communicator state is looked up (the cheap common case
 // of small calls ends here). A kEngine result is provisional until planOnComm.
 Plan planCall(const CallInfo& call, const Settings& settings);
-// Completes a provisional engine plan with the communicator's facts.
+// Completes a provisional engine plan with the communicator's facts: pass-through or engine.
 Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
+// Picks the algorithm of an engine plan once the node layout is known (after the collective
+// setup): GFSHIM_ALGO=torus2d runs on nodes as rows, or on GFSHIM_TORUS_DIMS, and falls back to
+// the ring with a reason where no proper grid exists.
+Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings);
 
 const char* algoName(Algo algo);
 

@@ -9,11 +9,17 @@ FakeFabric::FakeFabric(int ranks, std::chrono::milliseconds timeout)
     : ranks_(ranks),
       timeout_(timeout),
       channels_(static_cast<size_t>(ranks * ranks)),
-      bytesSent_(static_cast<size_t>(ranks), 0) {}
+      bytesSent_(static_cast<size_t>(ranks), 0),
+      bytesBetween_(static_cast<size_t>(ranks * ranks), 0) {}
 
 uint64_t FakeFabric::bytesSent(int rank) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return bytesSent_[static_cast<size_t>(rank)];
+}
+
+uint64_t FakeFabric::bytesSent(int from, int to) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytesBetween_[static_cast<size_t>(from * ranks_ + to)];
 }
 
 bool FakeFabric::tryComplete(Channel& channel, uint64_t sequence) {
@@ -53,6 +59,7 @@ Status FakeTransport::postSend(const void* data, size_t bytes, int peer, Transfe
     sequence = channel.sendsPosted++;
     channel.sends[sequence] = {data, bytes};
     fabric_.bytesSent_[static_cast<size_t>(rank_)] += bytes;
+    fabric_.bytesBetween_[static_cast<size_t>(rank_ * fabric_.ranks_ + peer)] += bytes;
   }
   fabric_.changed_.notify_all();
   *id = allocate();

@@ -25,8 +25,10 @@ class FakeFabric {
   explicit FakeFabric(int ranks, std::chrono::milliseconds timeout = std::chrono::seconds(20));
   int ranks() const { return ranks_; }
 
-  // Bytes that crossed the fabric, for traffic assertions.
+  // Bytes that crossed the fabric, for traffic assertions: sent by `rank` in all, and from one
+  // rank to another.
   uint64_t bytesSent(int rank) const;
+  uint64_t bytesSent(int from, int to) const;
 
  private:
   friend class FakeTransport;
@@ -57,7 +59,8 @@ class FakeFabric {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Channel> channels_;
-  std::vector<uint64_t> bytesSent_;
+  std::vector<uint64_t> bytesSent_;     // per sender
+  std::vector<uint64_t> bytesBetween_;  // per (sender, receiver)
 };
 
 class FakeTransport : public Transport {

@@ -1,0 +1,30 @@
+// 2D-torus allreduce (Mikami et al., arXiv 1811.05233) built from the ring on row and column
+// groups of one transport.
+//
+//   phase 1  ring reduce-scatter along the row (X ranks): row position i ends with chunk
+//            (i+1)%X of the buffer reduced over its row;
+//   phase 2  ring allreduce of that chunk along the column (Y ranks), every column at once: the
+//            chunk is now reduced over all X*Y ranks;
+//   phase 3  ring allgather along the row: every rank ends with the whole buffer.
+//
+// Chunks are the ring's (sizes differ by at most one element, so counts that do not divide are
+// handled without padding); column peers share a row position and so the same chunk and count.
+// Every element's final value is computed once by a column ring and copied, so all ranks hold
+// identical bits. Latency: 2(X-1) + 2(Y-1) steps instead of 2(XY-1). Bytes sent per rank:
+// 2(X-1)/X * N along the row and 2(Y-1)/Y * N/X along the column, so only 2(Y-1)/(XY) * N per
+// rank crosses nodes.
+#pragma once
+
+#include "algo/reducer.h"
+#include "algo/torus_grid.h"
+#include "algo/workspace.h"
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace gfshim {
+
+Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
+                         uint64_t segmentBytes, ReduceFn reduce, Transport& transport,
+                         Workspace& workspace, const void* send, void* recv);
+
+}  // namespace gfshim

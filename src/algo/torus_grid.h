@@ -1,0 +1,34 @@
+// The 2D torus grid of Mikami et al. (arXiv 1811.05233): a row is the ranks of one node (X of
+// them), a column is the i-th local rank of every node (Y nodes). Pure rank arithmetic.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gfshim {
+
+struct TorusDims {
+  int x = 0;  // ranks per row (per node)
+  int y = 0;  // rows (nodes)
+};
+
+struct TorusGrid {
+  TorusDims dims;
+  std::vector<int> row;     // communicator ranks of this rank's row, in row order
+  std::vector<int> column;  // communicator ranks of this rank's column, in column order
+  int rowIndex = 0;         // this rank's position in `row`
+  int columnIndex = 0;      // this rank's position in `column`
+};
+
+// A forced grid (GFSHIM_TORUS_DIMS): rank r sits in row r / X at position r % X.
+// nullopt if X*Y differs from the communicator size.
+std::optional<TorusGrid> torusGridFromDims(int rank, int size, TorusDims dims);
+
+// The grid of a communicator from the node of every rank (nodeOfRank[r] identifies r's node).
+// Rows are nodes ordered by their lowest rank, members ordered by rank. nullopt, with *why set,
+// when nodes hold different numbers of ranks.
+std::optional<TorusGrid> torusGridFromNodes(int rank, const std::vector<int>& nodeOfRank,
+                                            std::string* why);
+
+}  // namespace gfshim

@@ -63,6 +63,7 @@ CallInfo describeCall(const TypedArgs& a) {
   call.dtype = engineDType(a.dtype);
   call.op = engineOp(a.op);
   call.inPlace = a.send == MPI_IN_PLACE;
+  call.nullComm = a.comm == MPI_COMM_NULL;
   call.nonblocking = a.variant == AllreduceVariant::kNonblocking ||
                      a.variant == AllreduceVariant::kNonblockingBigCount;
   call.sendAddress = reinterpret_cast<uintptr_t>(a.send);
@@ -106,15 +107,25 @@ int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason re
 // calls keeps a small stack frame.
 __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
                                               Plan plan) {
-  // From here on a failure is reported as an error, never a pass-through: the other ranks may
-  // already be on the engine path (invariant 3).
+  // The attribute lookup is local and fails only for an invalid communicator, on every rank:
+  // the MPI reports that. After it, a failure is reported as an error, never a pass-through:
+  // the other ranks may already be on the engine path (invariant 3).
   CommState* state = nullptr;
   Status status = rt.registry.stateFor(a.comm, rt.paramsAgree, &state);
-  if (!status.isOk()) return reportError(a.comm, status);
+  if (!status.isOk()) return passthrough(rt, a, call, Reason::kInvalidComm);
   plan = planOnComm(plan, state->facts);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+  if (!state->failure.empty()) {
+    return reportError(a.comm, Status::error(StatusCode::kTransportError,
+                                             "an earlier allreduce on this communicator failed (" +
+                                                 state->failure + "); its state is unusable",
+                                             MPI_ERR_OTHER));
+  }
   status = rt.registry.ensureSetUp(a.comm, *state);
-  if (!status.isOk()) return reportError(a.comm, status);
+  if (!status.isOk()) {
+    state->failure = status.message();
+    return reportError(a.comm, status);
+  }
   plan = chooseAlgorithm(plan, state->facts, rt.settings);
   const TorusGrid* grid =
       plan.algo == Algo::kTorus2d ? rt.registry.torusGrid(*state, rt.settings) : nullptr;
@@ -130,7 +141,10 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
                        call.inPlace ? a.recv : a.send, a.recv, grid);
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
-  if (!status.isOk()) return reportError(a.comm, status);
+  if (!status.isOk()) {
+    state->failure = status.message();
+    return reportError(a.comm, status);
+  }
   rt.stats.record(plan.reason, call.bytes(), state->facts.size,
                   static_cast<uint64_t>(nanos.count()));
   return MPI_SUCCESS;

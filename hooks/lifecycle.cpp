@@ -63,43 +63,64 @@ bool detectForeignMpi() {
   return true;
 }
 
-// Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters, whether
-// any rank wants the statistics report, and whether any rank found a bad parameter. One
-// allreduce of MIN over [h, -h, -stats, -problems].
-void agreeAcrossRanks(Runtime& rt) {
-  const int64_t hash = rt.config.planHash();
-  int64_t local[4] = {hash, -hash, rt.settings.stats ? -1 : 0,
-                      rt.config.diagnostics().empty() ? 0 : -1};
-  int64_t agreed[4] = {0, 0, 0, 0};
-  PMPI_Allreduce(local, agreed, 4, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-  rt.paramsAgree = agreed[0] == -agreed[1];
-  rt.statsWanted = agreed[2] != 0;
-  const bool anyProblems = agreed[3] != 0;
-
-  if (rt.worldRank == 0 && anyProblems && rt.config.diagnostics().empty()) {
-    GFSHIM_WARN(kConfig,
-                "ranks other than 0 reported GFSHIM parameter problems (see their messages)");
+// Stand-in for a rank's list of parameter problems: 0 when it has none.
+int64_t diagnosticsHash(const Config& config) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
+  for (const std::string& problem : config.diagnostics()) {
+    for (unsigned char c : problem + "\n") {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
   }
-  if (!rt.paramsAgree) {
-    int64_t rootHash = hash;
-    PMPI_Bcast(&rootHash, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    if (rt.worldRank == 0) {
-      GFSHIM_WARN(kConfig,
-                  "plan-relevant GFSHIM parameters differ across ranks, so every allreduce passes "
-                  "through to the MPI; rank 0 has: %s",
-                  rt.config.planSummary().c_str());
-    } else if (hash != rootHash) {
+  return config.diagnostics().empty() ? 0 : static_cast<int64_t>(hash >> 1) | 1;
+}
+
+// Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters and the
+// same parameter problems, whether any rank wants the statistics report, and whether every rank
+// could set up: one allreduce of MIN over [h, -h, d, -d, -stats, -failed]. Rank 0 has already
+// printed its own problems; a rank whose problems or parameters differ from rank 0's prints its
+// own, so a mistake on one rank is never silent and the common case prints once. Returns whether
+// the shim may be active (on every rank alike).
+bool agreeAcrossRanks(Runtime& rt, bool setUp) {
+  const int64_t plan = rt.config.planHash();
+  const int64_t problems = diagnosticsHash(rt.config);
+  int64_t local[6] = {plan, -plan, problems, -problems, rt.settings.stats ? -1 : 0, setUp ? 0 : -1};
+  int64_t agreed[6] = {};
+  PMPI_Allreduce(local, agreed, 6, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  rt.paramsAgree = agreed[0] == -agreed[1];
+  const bool problemsAgree = agreed[2] == -agreed[3];
+  const bool anyProblems = agreed[2] != 0 || agreed[3] != 0;
+  rt.statsWanted = agreed[4] != 0;
+  const bool allSetUp = agreed[5] == 0;
+
+  if (!rt.paramsAgree || !problemsAgree) {
+    int64_t root[2] = {plan, problems};
+    PMPI_Bcast(root, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (rt.worldRank != 0 && problems != root[1]) {
+      for (const std::string& problem : rt.config.diagnostics()) {
+        GFSHIM_WARN(kConfig, "%s", problem.c_str());
+      }
+    }
+    if (rt.worldRank != 0 && plan != root[0]) {
       GFSHIM_WARN(kConfig, "this rank's plan-relevant GFSHIM parameters differ from rank 0's: %s",
                   rt.config.planSummary().c_str());
-      for (const std::string& problem : rt.config.diagnostics())
-        GFSHIM_WARN(kConfig, "%s", problem.c_str());
     }
+  }
+  if (rt.worldRank == 0 && !rt.paramsAgree) {
+    GFSHIM_WARN(kConfig,
+                "plan-relevant GFSHIM parameters differ across ranks, so every allreduce passes "
+                "through to the MPI; rank 0 has: %s",
+                rt.config.planSummary().c_str());
   }
   if (rt.settings.strict && (anyProblems || !rt.paramsAgree)) {
     GFSHIM_WARN(kConfig,
-                "GFSHIM_STRICT=1: aborting the job because of the parameter problems above");
+                "GFSHIM_STRICT=1: aborting the job because of the parameter problems reported");
     PMPI_Abort(MPI_COMM_WORLD, 1);
   }
+  if (!allSetUp && rt.worldRank == 0) {
+    GFSHIM_WARN(kInit, "the shim could not be set up on every rank; every call passes through");
+  }
+  return allSetUp;
 }
 
 void startRuntime() {
@@ -111,16 +132,15 @@ void startRuntime() {
   PMPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize);
   setLogRank(rt.worldRank);
   if (rt.worldRank == 0) {
-    for (const std::string& problem : rt.config.diagnostics())
+    for (const std::string& problem : rt.config.diagnostics()) {
       GFSHIM_WARN(kConfig, "%s", problem.c_str());
+    }
   }
-  agreeAcrossRanks(rt);
   const Status started = rt.registry.start();
   if (!started.isOk()) {
-    GFSHIM_WARN(kInit, "cannot set up communicator state (%s); the shim passes every call through",
-                started.message().c_str());
-    return;
+    GFSHIM_WARN(kInit, "cannot set up communicator state: %s", started.message().c_str());
   }
+  if (!agreeAcrossRanks(rt, started.isOk())) return;
   if (rt.worldRank == 0) {
     GFSHIM_INFO(kInit, "libgfshim %s active on %d ranks (built for %s); %s", kGfshimVersion,
                 rt.worldSize, kBuiltFor, rt.config.planSummary().c_str());

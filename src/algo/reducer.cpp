@@ -2,6 +2,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <type_traits>
 
 namespace gfshim {
 namespace {
@@ -15,16 +16,30 @@ void reduceKernel(const void* a, const void* b, void* out, size_t count) {
   for (size_t i = 0; i < count; ++i) z[i] = Combine()(x[i], y[i]);
 }
 
+// Integer SUM and PROD wrap around, as MPI implementations do: computed in an unsigned type at
+// least as wide as int (signed overflow, and int promotion of narrow unsigned types, would be
+// undefined behaviour), then converted back.
+template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
+struct WrapTypeOf {
+  using type = T;
+};
+template <typename T>
+struct WrapTypeOf<T, true> {
+  using type = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
+};
+template <typename T>
+using WrapType = typename WrapTypeOf<T>::type;
+
 struct Sum {
   template <typename T>
   T operator()(T x, T y) const {
-    return static_cast<T>(x + y);
+    return static_cast<T>(static_cast<WrapType<T>>(x) + static_cast<WrapType<T>>(y));
   }
 };
 struct Prod {
   template <typename T>
   T operator()(T x, T y) const {
-    return static_cast<T>(x * y);
+    return static_cast<T>(static_cast<WrapType<T>>(x) * static_cast<WrapType<T>>(y));
   }
 };
 struct Max {

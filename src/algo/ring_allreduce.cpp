@@ -36,8 +36,8 @@ Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Tra
   }
 
   constexpr TransferId kNone = -1;
-  std::vector<TransferId> sendIds(units, kNone);
-  std::vector<TransferId> recvIds(kRingRecvDepth, kNone);
+  std::vector<TransferId>& sendIds = workspace.transferIds(units + kRingRecvDepth);
+  TransferId* recvIds = sendIds.data() + units;
 
   auto stepOf = [segments](size_t unit) { return static_cast<int>(unit / segments); };
   auto segmentOf = [segments](size_t unit) { return unit % segments; };
@@ -86,6 +86,7 @@ Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Tra
     const int step = stepOf(u);
     const ElementRange range = schedule.recvRange(step, segmentOf(u));
     const TransferId id = recvIds[u % kRingRecvDepth];
+    recvIds[u % kRingRecvDepth] = kNone;
     if (id != kNone) {
       status = transport.wait(id);
       if (!status.isOk()) break;
@@ -98,11 +99,18 @@ Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Tra
     if (u + kRingRecvDepth < units) status = postRecvUnit(u + kRingRecvDepth);
     if (status.isOk() && step + 1 < endStep) status = postSendUnit(u + segments);
   }
-  // Complete every send still outstanding, even after an error, so no request outlives the call.
-  for (size_t u = firstUnit; u < units; ++u) {
-    Status sent = waitSend(u);
-    if (status.isOk()) status = sent;
+  if (!status.isOk()) {
+    // Withdraw whatever is still posted, so no request outlives the call: a receive left behind
+    // would write into scratch or the user's buffer later, or match the next call's messages.
+    for (size_t i = 0; i < kRingRecvDepth; ++i) {
+      if (recvIds[i] != kNone) transport.cancel(recvIds[i]);
+    }
+    for (size_t u = firstUnit; u < units; ++u) {
+      if (sendIds[u] != kNone) transport.cancel(sendIds[u]);
+    }
+    return status;
   }
+  for (size_t u = firstUnit; u < units && status.isOk(); ++u) status = waitSend(u);
   return status;
 }
 

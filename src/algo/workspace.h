@@ -1,9 +1,12 @@
-// Scratch memory owned by one communicator's state and reused across calls, so algorithm steps
-// never allocate. Contents are uninitialized.
+// Scratch memory and bookkeeping owned by one communicator's state and reused across calls, so
+// algorithm steps never allocate once the largest call has been seen.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <vector>
+
+#include "transport/transport.h"
 
 namespace gfshim {
 
@@ -20,9 +23,16 @@ class Workspace {
     return memory_.get();
   }
 
+  // `count` transfer ids, all set to -1 (none posted), valid until the next call.
+  std::vector<TransferId>& transferIds(size_t count) {
+    transferIds_.assign(count, -1);
+    return transferIds_;
+  }
+
  private:
   std::unique_ptr<std::byte[]> memory_;
   size_t capacity_ = 0;
+  std::vector<TransferId> transferIds_;
 };
 
 }  // namespace gfshim

@@ -84,15 +84,28 @@ Status learnNodes(MPI_Comm comm, int size, std::vector<int>* nodeOfRank) {
   return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allgather", rc);
 }
 
-Status CommRegistry::ensureSetUp(MPI_Comm comm, CommState& state) {
-  if (state.privateComm != MPI_COMM_NULL) return Status::ok();
-  int rc = PMPI_Comm_dup(comm, &state.privateComm);
+// The private communicator is made with MPI_Comm_split (one color, same order) rather than
+// MPI_Comm_dup: a dup would run the application's attribute copy callbacks (and later their
+// delete callbacks) on a communicator the application never sees.
+Status createPrivateComm(MPI_Comm comm, int rank, MPI_Comm* privateComm) {
+  int rc = PMPI_Comm_split(comm, 0, rank, privateComm);
   if (rc != MPI_SUCCESS) {
-    state.privateComm = MPI_COMM_NULL;
-    return mpiErrorStatus("PMPI_Comm_dup", rc);
+    *privateComm = MPI_COMM_NULL;
+    return mpiErrorStatus("PMPI_Comm_split", rc);
   }
-  rc = PMPI_Comm_set_errhandler(state.privateComm, MPI_ERRORS_RETURN);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_set_errhandler", rc);
+  rc = PMPI_Comm_set_errhandler(*privateComm, MPI_ERRORS_RETURN);
+  if (rc != MPI_SUCCESS) {
+    PMPI_Comm_free(privateComm);
+    return mpiErrorStatus("PMPI_Comm_set_errhandler", rc);
+  }
+  return Status::ok();
+}
+
+Status CommRegistry::ensureSetUp(MPI_Comm comm, CommState& state) {
+  if (state.transport) return Status::ok();
+  if (state.privateComm == MPI_COMM_NULL) {
+    GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts.rank, &state.privateComm));
+  }
   GFSHIM_RETURN_IF_ERROR(learnNodes(state.privateComm, state.facts.size, &state.nodeOfRank));
   std::set<int> nodes(state.nodeOfRank.begin(), state.nodeOfRank.end());
   state.facts.nodes = static_cast<int>(nodes.size());

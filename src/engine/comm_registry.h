@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct CommState {
   MPI_Comm privateComm = MPI_COMM_NULL;  // created collectively at the first engine call
   std::vector<int> nodeOfRank;           // node id of every rank, from the same setup
   std::optional<TorusGrid> torusGrid;    // built on the first torus2d call
+  // Set when an engine call failed after sending started: peers may be mid-algorithm and the
+  // private communicator may hold unmatched messages, so later calls report an error.
+  std::string failure;
   std::unique_ptr<PmpiTransport> transport;
   Workspace workspace;
   std::set<std::pair<uint64_t, DType>> loggedShapes;  // (bytes, dtype) already logged at INFO

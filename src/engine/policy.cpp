@@ -38,8 +38,8 @@ const char* reasonText(Reason reason) {
       return "ring (torus2d asked, but nodes hold different numbers of ranks)";
     case Reason::kRingTorusDegenerate:
       return "ring (torus2d asked, but one node or one rank per node: a single ring)";
-    case Reason::kShimInactive:
-      return "shim inactive (see the warning at MPI_Init)";
+    case Reason::kInvalidComm:
+      return "MPI_COMM_NULL or an invalid communicator (erroneous; the MPI reports it)";
     case Reason::kDisabled:
       return "GFSHIM_ENABLE=0";
     case Reason::kParamsDisagree:
@@ -77,22 +77,11 @@ const char* reasonText(Reason reason) {
 }
 
 // Engine reasons come first in the enum.
-bool isEngineReason(Reason reason) { return reason < Reason::kShimInactive; }
-
-const char* algoName(Algo algo) {
-  switch (algo) {
-    case Algo::kRing:
-      return "ring";
-    case Algo::kTorus2d:
-      return "torus2d";
-    case Algo::kNone:
-      break;
-  }
-  return "none";
-}
+bool isEngineReason(Reason reason) { return reason <= Reason::kRingTorusDegenerate; }
 
 Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!settings.enable) return passthrough(Reason::kDisabled);
+  if (call.nullComm) return passthrough(Reason::kInvalidComm);
   if (call.nonblocking) return passthrough(Reason::kNonblocking);
   if (call.count < 0) return passthrough(Reason::kInvalidCount);
   if (call.count == 0) return passthrough(Reason::kEmpty);

@@ -32,8 +32,8 @@ enum class Reason : uint8_t {
   kRingTorusHeterogeneous,
   kRingTorusDegenerate,
   // passthrough
-  kShimInactive,
   kDisabled,
+  kInvalidComm,
   kParamsDisagree,
   kNonblocking,
   kInvalidCount,
@@ -63,8 +63,9 @@ struct CallInfo {
   uintptr_t sendAddress = 0;   // as integers, so the policy can recognise erroneous calls (null
   uintptr_t recvAddress = 0;   // buffers, overlapping ranges) only when it gets that far
   bool nonblocking = false;    // MPI_Iallreduce
-  MemKind memKind = MemKind::kHost;
+  bool nullComm = false;       // MPI_COMM_NULL (erroneous)
 
+  // count x extent (the pair types' padding included: the bytes the engine moves)
   uint64_t bytes() const {
     return dtype && count > 0 ? static_cast<uint64_t>(count) * dtypeBytes(*dtype) : 0;
   }
@@ -84,7 +85,7 @@ struct CommFacts {
 struct Plan {
   Route route = Route::kPassthrough;
   Algo algo = Algo::kNone;
-  Reason reason = Reason::kShimInactive;
+  Reason reason = Reason::kDisabled;
   uint64_t segmentBytes = 0;
 };
 
@@ -97,7 +98,5 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
 // setup): GFSHIM_ALGO=torus2d runs on nodes as rows, or on GFSHIM_TORUS_DIMS, and falls back to
 // the ring with a reason where no proper grid exists.
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings);
-
-const char* algoName(Algo algo);
 
 }  // namespace gfshim

@@ -84,6 +84,18 @@ Status FakeTransport::postRecv(void* data, size_t bytes, int peer, TransferId* i
   return Status::ok();
 }
 
+void FakeTransport::cancel(TransferId id) {
+  Pending& slot = pending_[static_cast<size_t>(id)];
+  {
+    std::lock_guard<std::mutex> lock(fabric_.mutex_);
+    FakeFabric::Channel& channel =
+        slot.isSend ? fabric_.channel(rank_, slot.peer) : fabric_.channel(slot.peer, rank_);
+    (slot.isSend ? channel.sends.erase(slot.sequence) : channel.recvs.erase(slot.sequence));
+  }
+  slot.inUse = false;
+  free_.push_back(id);
+}
+
 Status FakeTransport::wait(TransferId id) {
   if (id < 0 || static_cast<size_t>(id) >= pending_.size() ||
       !pending_[static_cast<size_t>(id)].inUse) {

@@ -71,6 +71,7 @@ class FakeTransport : public Transport {
   Status postSend(const void* data, size_t bytes, int peer, TransferId* id) override;
   Status postRecv(void* data, size_t bytes, int peer, TransferId* id) override;
   Status wait(TransferId id) override;
+  void cancel(TransferId id) override;
 
  private:
   struct Pending {

@@ -24,6 +24,7 @@ class GroupTransport : public Transport {
     return parent_.postRecv(data, bytes, members_[static_cast<size_t>(peer)], id);
   }
   Status wait(TransferId id) override { return parent_.wait(id); }
+  void cancel(TransferId id) override { parent_.cancel(id); }
 
  private:
   Transport& parent_;

@@ -49,6 +49,13 @@ Status PmpiTransport::postRecv(void* data, size_t bytes, int peer, TransferId* i
   });
 }
 
+void PmpiTransport::cancel(TransferId id) {
+  MPI_Request& request = requests_[static_cast<size_t>(id)];
+  PMPI_Cancel(&request);
+  PMPI_Wait(&request, MPI_STATUS_IGNORE);
+  free_.push_back(id);
+}
+
 Status PmpiTransport::wait(TransferId id) {
   const int rc = PMPI_Wait(&requests_[static_cast<size_t>(id)], MPI_STATUS_IGNORE);
   free_.push_back(id);

@@ -20,6 +20,7 @@ class PmpiTransport : public Transport {
   Status postSend(const void* data, size_t bytes, int peer, TransferId* id) override;
   Status postRecv(void* data, size_t bytes, int peer, TransferId* id) override;
   Status wait(TransferId id) override;
+  void cancel(TransferId id) override;
 
  private:
   TransferId allocate();

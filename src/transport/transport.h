@@ -4,7 +4,8 @@
 //
 // Contract, as for MPI nonblocking point-to-point: a posted send's buffer must stay untouched and
 // a posted receive's buffer unread until wait() on its id returns; messages between one pair of
-// ranks match in posting order; wait() must be called exactly once for every posted id.
+// ranks match in posting order; wait() or cancel() must be called exactly once for every posted
+// id.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,9 @@ class Transport {
   virtual Status postSend(const void* data, size_t bytes, int peer, TransferId* id) = 0;
   virtual Status postRecv(void* data, size_t bytes, int peer, TransferId* id) = 0;
   virtual Status wait(TransferId id) = 0;
+  // Withdraws a posted operation after an error and releases its id (best effort: an operation
+  // that already matched completes instead).
+  virtual void cancel(TransferId id) = 0;
 };
 
 }  // namespace gfshim

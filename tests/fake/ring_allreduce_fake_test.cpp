@@ -10,25 +10,11 @@
 
 #include "algo/ring_schedule.h"
 #include "engine/execute.h"
+#include "fake/thread_ranks.h"
 #include "transport/fake_transport.h"
 
 namespace gfshim {
 namespace {
-
-// Runs `body(rank, transport)` on `ranks` threads and collects each rank's Status.
-std::vector<Status> runRanks(FakeFabric& fabric,
-                             const std::function<Status(int, Transport&)>& body) {
-  std::vector<Status> results(static_cast<size_t>(fabric.ranks()));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < fabric.ranks(); ++r) {
-    threads.emplace_back([&, r] {
-      FakeTransport transport(fabric, r);
-      results[static_cast<size_t>(r)] = body(r, transport);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return results;
-}
 
 Plan ringPlan(uint64_t segmentBytes) {
   Plan plan;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/execute.h"
+#include "fake/thread_ranks.h"
 #include "transport/fake_transport.h"
 
 namespace gfshim {
@@ -37,20 +38,13 @@ void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace)
   call.count = static_cast<int64_t>(count);
   call.dtype = DType::kFloat32;
   call.op = RedOp::kSum;
-  std::vector<Status> statuses(static_cast<size_t>(p));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) {
-    threads.emplace_back([&, r] {
-      FakeTransport transport(fabric, r);
-      Workspace workspace;
-      const auto grid = torusGridFromDims(r, p, {x, y});
-      float* out = recv[static_cast<size_t>(r)].data();
-      const float* in = inPlace ? out : send[static_cast<size_t>(r)].data();
-      statuses[static_cast<size_t>(r)] =
-          executePlan(plan, call, transport, workspace, in, out, &*grid);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<Status> statuses = runRanks(fabric, [&](int r, Transport& transport) {
+    Workspace workspace;
+    const auto grid = torusGridFromDims(r, p, {x, y});
+    float* out = recv[static_cast<size_t>(r)].data();
+    const float* in = inPlace ? out : send[static_cast<size_t>(r)].data();
+    return executePlan(plan, call, transport, workspace, in, out, &*grid);
+  });
   for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
   for (size_t i = 0; i < count; ++i) {
     float expected = 0;
@@ -82,6 +76,54 @@ TEST(TorusAllreduceFake, EveryGridUpTo5x5) {
         checkTorus(x, y, count, 4096, false);
       }
       checkTorus(x, y, 1009, 64, true);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gfshim
+
+namespace gfshim {
+namespace {
+
+// Identical bits on every rank with inexact data, where different summation orders on different
+// ranks would show: values with long fractions, so every reassociation changes the last bits.
+TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
+  for (const auto& [x, y] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{1, 5}, std::pair{4, 3}}) {
+    const int p = x * y;
+    const size_t count = 4099;
+    for (Algo algo : {Algo::kRing, Algo::kTorus2d}) {
+      FakeFabric fabric(p);
+      std::vector<std::vector<float>> data(static_cast<size_t>(p), std::vector<float>(count));
+      for (int r = 0; r < p; ++r) {
+        for (size_t i = 0; i < count; ++i) {
+          data[static_cast<size_t>(r)][i] = 0.1f * static_cast<float>(i) +
+                                            1e-7f * static_cast<float>(r) +
+                                            0.3f / static_cast<float>(r + 1);
+        }
+      }
+      Plan plan;
+      plan.route = Route::kEngine;
+      plan.algo = algo;
+      plan.segmentBytes = 512;
+      CallInfo call;
+      call.count = static_cast<int64_t>(count);
+      call.dtype = DType::kFloat32;
+      call.op = RedOp::kSum;
+      call.inPlace = true;
+      const std::vector<Status> statuses = runRanks(fabric, [&](int r, Transport& transport) {
+        Workspace workspace;
+        const auto grid = torusGridFromDims(r, p, {x, y});
+        float* buffer = data[static_cast<size_t>(r)].data();
+        return executePlan(plan, call, transport, workspace, buffer, buffer, &*grid);
+      });
+      for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
+      for (int r = 1; r < p; ++r) {
+        ASSERT_EQ(
+            std::memcmp(data[0].data(), data[static_cast<size_t>(r)].data(), count * sizeof(float)),
+            0)
+            << x << "x" << y << " rank " << r << " differs from rank 0";
+      }
     }
   }
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int check(const char *what, const float *got, const float *want, MPI_Count count) {
+static int check(const char* what, const float* got, const float* want, MPI_Count count) {
   for (MPI_Count i = 0; i < count; i++) {
     if (got[i] != want[i]) {
       printf("FAIL %s: element %lld is %g, expected %g\n", what, (long long)i, got[i], want[i]);
@@ -18,14 +18,14 @@ static int check(const char *what, const float *got, const float *want, MPI_Coun
   return 1;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const MPI_Count count = ((MPI_Count)1 << 20) + 5;
-  float *in = malloc(sizeof(float) * (size_t)count);
-  float *out = malloc(sizeof(float) * (size_t)count);
-  float *ref = malloc(sizeof(float) * (size_t)count);
+  float* in = malloc(sizeof(float) * (size_t)count);
+  float* out = malloc(sizeof(float) * (size_t)count);
+  float* ref = malloc(sizeof(float) * (size_t)count);
   for (MPI_Count i = 0; i < count; i++) in[i] = (float)((rank + 1) * (int)(i % 113));
   PMPI_Allreduce_c(in, ref, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 

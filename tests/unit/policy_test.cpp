@@ -87,10 +87,11 @@ TEST(Policy, PassthroughTable) {
        comm(4), Reason::kNullBuffer},
       {"null send buffer", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = 0; }), settings(),
        comm(4), Reason::kNullBuffer},
-      {"aliased", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = c.recvAddress; }), settings(),
-       comm(4), Reason::kOverlappingBuffers},
-      {"overlap", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = c.recvAddress - 4 * 1023; }), settings(),
-       comm(4), Reason::kOverlappingBuffers},
+      {"aliased", with(floatSum(1024), [](CallInfo& c) { c.sendAddress = c.recvAddress; }),
+       settings(), comm(4), Reason::kOverlappingBuffers},
+      {"overlap",
+       with(floatSum(1024), [](CallInfo& c) { c.sendAddress = c.recvAddress - 4 * 1023; }),
+       settings(), comm(4), Reason::kOverlappingBuffers},
       {"native", floatSum(1024), settings(1024, AlgoChoice::kNative), comm(4), Reason::kAlgoNative},
       {"intercomm", floatSum(1024), settings(), inter, Reason::kInterComm},
       {"spans worlds", floatSum(1024), settings(), spanning, Reason::kSpansWorlds},
@@ -114,19 +115,24 @@ TEST(Policy, ThresholdIsInclusiveAndCountsBytes) {
 }
 
 // Invariant 2: the decision depends only on what must match across ranks. Rank-local facts
-// that differ between ranks of a correct program (MPI_IN_PLACE on some ranks only, buffer
-// addresses) never change the plan.
+// of a correct program (buffer addresses, MPI_IN_PLACE, the rank) never change the plan.
 TEST(Policy, RankLocalFactsOfCorrectCallsDoNotChangeThePlan) {
+  const Reason reference = decide(floatSum(1024), settings(), comm(4));
+  EXPECT_EQ(reference, Reason::kRingAuto);
   CallInfo inPlace = floatSum(1024);
   inPlace.inPlace = true;
   inPlace.sendAddress = 1;  // MPI_IN_PLACE's value does not matter
-  EXPECT_EQ(decide(inPlace, settings(), comm(4)), Reason::kRingAuto);
+  EXPECT_EQ(decide(inPlace, settings(), comm(4)), reference);
+  CallInfo elsewhere = floatSum(1024);
+  elsewhere.sendAddress = 0x7f0000000000;
+  elsewhere.recvAddress = 0x100000;
+  EXPECT_EQ(decide(elsewhere, settings(), comm(4)), reference);
   CallInfo adjacent = floatSum(1024);
   adjacent.sendAddress = adjacent.recvAddress + 4 * 1024;  // touching, not overlapping
-  EXPECT_EQ(decide(adjacent, settings(), comm(4)), Reason::kRingAuto);
-  CommFacts rank0 = comm(4), rank3 = comm(4);
+  EXPECT_EQ(decide(adjacent, settings(), comm(4)), reference);
+  CommFacts rank3 = comm(4);
   rank3.rank = 3;
-  EXPECT_EQ(decide(inPlace, settings(), rank0), decide(floatSum(1024), settings(), rank3));
+  EXPECT_EQ(decide(floatSum(1024), settings(), rank3), reference);
 }
 
 TEST(Policy, EveryReasonHasText) {

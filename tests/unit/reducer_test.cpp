@@ -45,6 +45,16 @@ TEST(Reducer, IntegerOps) {
             (std::vector<int32_t>{1 | 4, -2 | 5, 3 | -6, 7, 6 | 3}));
   EXPECT_EQ(reduce(DType::kInt32, RedOp::kBitXor, a, b),
             (std::vector<int32_t>{1 ^ 4, -2 ^ 5, 3 ^ -6, 7, 6 ^ 3}));
+  // Overflow wraps around (two's complement), as MPI implementations compute it, without UB.
+  EXPECT_EQ(reduce(DType::kInt32, RedOp::kSum, std::vector<int32_t>{2000000000},
+                   std::vector<int32_t>{2000000000}),
+            (std::vector<int32_t>{-294967296}));
+  EXPECT_EQ(reduce(DType::kUInt16, RedOp::kProd, std::vector<uint16_t>{65535},
+                   std::vector<uint16_t>{65535}),
+            (std::vector<uint16_t>{1}));
+  EXPECT_EQ(
+      reduce(DType::kInt64, RedOp::kProd, std::vector<int64_t>{INT64_MAX}, std::vector<int64_t>{2}),
+      (std::vector<int64_t>{-2}));
   // Unsigned wrap-around is defined and must match what MPI computes.
   EXPECT_EQ(reduce(DType::kUInt8, RedOp::kSum, std::vector<uint8_t>{250}, std::vector<uint8_t>{10}),
             (std::vector<uint8_t>{4}));

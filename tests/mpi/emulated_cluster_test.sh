@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The shim across emulated nodes: 2 network-namespace nodes x 2 ranks (bench/emulated_cluster.sh),
+# the torus with rows = nodes as detected by MPI_COMM_TYPE_SHARED, checked results, then the
+# namespaces are removed. Exits 77 (skipped, with the reason) where namespaces cannot be created.
+# usage: emulated_cluster_test.sh LIBGFSHIM ALLREDUCE_BENCH
+set -euo pipefail
+shim=$1 bench=$2
+cluster=$(cd "$(dirname "$0")/../../bench" && pwd)/emulated_cluster.sh
+if [[ $(id -u) -ne 0 ]] || ! "$cluster" check >/dev/null 2>&1; then
+  echo "SKIPPED: network namespaces are not available here (needs root and ip netns)"
+  exit 77
+fi
+trap '"$cluster" down' EXIT
+"$cluster" up --nodes 2 --rate 4gbit
+output=$(LD_PRELOAD=$shim GFSHIM_ALGO=torus2d GFSHIM_STATS=1 \
+  "$cluster" run --ppn 2 -- "$bench" -c -b 1M -e 4M -f 4 -r 1 -w 0 -n 1 2>&1) || {
+  echo "$output"; echo "FAILED: the job failed"; exit 1; }
+echo "$output"
+grep -q "check: passed" <<<"$output" || { echo "FAILED: wrong results"; exit 1; }
+grep -Eq "engine +torus2d \(GFSHIM_ALGO=torus2d, rows are nodes\)" <<<"$output" ||
+  { echo "FAILED: the torus did not run on the detected 2 x 2 node grid"; exit 1; }
+echo "emulated cluster test: ok"

@@ -8,6 +8,7 @@ packages=(
   libgtest-dev googletest
   libhwloc-dev libucx-dev
   python3 python3-mpi4py python3-numpy
+  iproute2 util-linux
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -61,51 +61,6 @@ std::string joinChoices(const char* accepted) {
   return out;
 }
 
-// "256K" -> 262144. Digits, then an optional K/M/G/T (powers of 1024) with an optional B/iB, or a
-// bare B. Rejects signs, fractions, blanks inside and overflow.
-bool parseByteCount(const std::string& text, uint64_t* out, std::string* why) {
-  const std::string s = upper(trim(text));
-  if (!s.empty() && s[0] == '-') {
-    *why = "a size cannot be negative";
-    return false;
-  }
-  size_t digits = 0;
-  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
-  if (digits == 0) {
-    *why = "expected a byte count such as 4096, 256K, 64M or 1G";
-    return false;
-  }
-  uint64_t value = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    const uint64_t digit = static_cast<uint64_t>(s[i] - '0');
-    if (value > (UINT64_MAX - digit) / 10) {
-      *why = "the number is too large";
-      return false;
-    }
-    value = value * 10 + digit;
-  }
-  const std::string suffix = s.substr(digits);
-  int shift = 0;
-  if (suffix.empty() || suffix == "B") {
-    shift = 0;
-  } else {
-    static const char kUnits[] = "KMGT";
-    const char* unit = std::strchr(kUnits, suffix[0]);
-    const std::string rest = suffix.substr(1);
-    if (unit == nullptr || !(rest.empty() || rest == "B" || rest == "IB")) {
-      *why = "unknown unit '" + suffix + "' (accepted suffixes: K, M, G, T, powers of 1024)";
-      return false;
-    }
-    shift = 10 * static_cast<int>(unit - kUnits + 1);
-  }
-  if (shift > 0 && value > (UINT64_MAX >> shift)) {
-    *why = "the number is too large";
-    return false;
-  }
-  *out = value << shift;
-  return true;
-}
-
 bool parseBool(const std::string& text, uint64_t* out) {
   const std::string s = upper(trim(text));
   if (s == "1" || s == "TRUE" || s == "YES" || s == "ON") {
@@ -172,6 +127,51 @@ std::string unknownParamMessage(const std::string& fullName, const std::string& 
 }
 
 }  // namespace
+
+// "256K" -> 262144. Digits, then an optional K/M/G/T (powers of 1024) with an optional B/iB, or a
+// bare B. Rejects signs, fractions, blanks inside and overflow.
+bool parseByteCount(const std::string& text, uint64_t* out, std::string* why) {
+  const std::string s = upper(trim(text));
+  if (!s.empty() && s[0] == '-') {
+    *why = "a size cannot be negative";
+    return false;
+  }
+  size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+  if (digits == 0) {
+    *why = "expected a byte count such as 4096, 256K, 64M or 1G";
+    return false;
+  }
+  uint64_t value = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    const uint64_t digit = static_cast<uint64_t>(s[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) {
+      *why = "the number is too large";
+      return false;
+    }
+    value = value * 10 + digit;
+  }
+  const std::string suffix = s.substr(digits);
+  int shift = 0;
+  if (suffix.empty() || suffix == "B") {
+    shift = 0;
+  } else {
+    static const char kUnits[] = "KMGT";
+    const char* unit = std::strchr(kUnits, suffix[0]);
+    const std::string rest = suffix.substr(1);
+    if (unit == nullptr || !(rest.empty() || rest == "B" || rest == "IB")) {
+      *why = "unknown unit '" + suffix + "' (accepted suffixes: K, M, G, T, powers of 1024)";
+      return false;
+    }
+    shift = 10 * static_cast<int>(unit - kUnits + 1);
+  }
+  if (shift > 0 && value > (UINT64_MAX >> shift)) {
+    *why = "the number is too large";
+    return false;
+  }
+  *out = value << shift;
+  return true;
+}
 
 const ParamSpec& paramSpec(Param param) { return kSpecs[static_cast<int>(param)]; }
 

@@ -83,6 +83,10 @@ class Config {
   std::vector<std::string> diagnostics_;
 };
 
+// "256K" -> 262144: digits, then an optional K/M/G/T (powers of 1024) with an optional B/iB, or
+// a bare B. On failure returns false and sets *why.
+bool parseByteCount(const std::string& text, uint64_t* bytes, std::string* why);
+
 // Parses one value of the given spec; on failure returns false and sets *why to what is accepted.
 bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue* out,
                      std::string* why);

@@ -1,0 +1,49 @@
+#include "engine/cost_model.h"
+
+#include <gtest/gtest.h>
+
+namespace gfshim {
+namespace {
+
+ClusterShape shape(int64_t x, int64_t y) {
+  ClusterShape s;
+  s.ranksPerNode = x;
+  s.nodes = y;
+  s.intraNode = {1e-6, 20e9};
+  s.interNode = {5e-6, 7e9};  // 56 Gbit/s, as the GradientFlow cluster
+  return s;
+}
+
+TEST(CostModel, ReproducesMikamiStepCounts) {
+  // 3456 GPUs as a 4 x 864 grid (Mikami et al.): 1732 latency steps against 6910.
+  EXPECT_EQ(torusCost(shape(4, 864), 1e8).latencySteps, 1732);
+  EXPECT_EQ(ringCost(shape(4, 864), 1e8).latencySteps, 6910);
+  EXPECT_EQ(recursiveDoublingCost(shape(4, 864), 1e8).latencySteps, 12);
+}
+
+TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
+  // Bandwidth terms only (no latency): the torus sends 2(Y-1)/Y N through a NIC, the flat ring
+  // 2(p-1)/p N.
+  ClusterShape s = shape(2, 2);
+  s.intraNode = {0, 1e30};
+  s.interNode = {0, 1e9};
+  const double n = 1e9;
+  EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 1 / 2 * n / 1e9, 1e-9);
+  EXPECT_NEAR(ringCost(s, n).seconds, 2.0 * 3 / 4 * n / 1e9, 1e-9);
+}
+
+TEST(CostModel, LatencyBoundSmallMessagesFavourRecursiveDoubling) {
+  const ClusterShape s = shape(4, 64);
+  EXPECT_LT(recursiveDoublingCost(s, 1024).seconds, torusCost(s, 1024).seconds);
+  EXPECT_LT(torusCost(s, 1024).seconds, ringCost(s, 1024).seconds);
+  EXPECT_LT(torusCost(s, 256e6).seconds, recursiveDoublingCost(s, 256e6).seconds);
+}
+
+TEST(CostModel, OneRankCostsNothing) {
+  EXPECT_EQ(ringCost(shape(1, 1), 1e6).latencySteps, 0);
+  EXPECT_EQ(ringCost(shape(1, 1), 1e6).seconds, 0);
+  EXPECT_EQ(recursiveDoublingCost(shape(1, 1), 1e6).latencySteps, 0);
+}
+
+}  // namespace
+}  // namespace gfshim

@@ -121,24 +121,20 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
                                                  state->failure + "); its state is unusable",
                                              MPI_ERR_OTHER));
   }
-  status = rt.registry.ensureSetUp(a.comm, *state);
+  status = rt.registry.ensureSetUp(a.comm, rt.settings, *state);
   if (!status.isOk()) {
     state->failure = status.message();
     return reportError(a.comm, status);
   }
   plan = chooseAlgorithm(plan, state->facts, rt.settings);
-  const TorusGrid* grid =
-      plan.algo == Algo::kTorus2d ? rt.registry.torusGrid(*state, rt.settings) : nullptr;
-  if (plan.algo == Algo::kTorus2d && grid == nullptr) {
-    return reportError(a.comm, Status::error(StatusCode::kInternal, "no torus grid"));
-  }
 
   logPlanOnce(*state, call, plan);
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
                reasonText(plan.reason));
   const auto start = std::chrono::steady_clock::now();
-  status = executePlan(plan, call, *state->transport, state->workspace,
-                       call.inPlace ? a.recv : a.send, a.recv, grid);
+  status =
+      executePlan(plan, call, *state->transport, state->workspace, call.inPlace ? a.recv : a.send,
+                  a.recv, state->torusGrid ? &*state->torusGrid : nullptr);
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
   if (!status.isOk()) {

@@ -101,18 +101,21 @@ Status createPrivateComm(MPI_Comm comm, int rank, MPI_Comm* privateComm) {
   return Status::ok();
 }
 
-Status CommRegistry::ensureSetUp(MPI_Comm comm, CommState& state) {
+Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state) {
   if (state.transport) return Status::ok();
   if (state.privateComm == MPI_COMM_NULL) {
     GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts.rank, &state.privateComm));
   }
-  GFSHIM_RETURN_IF_ERROR(learnNodes(state.privateComm, state.facts.size, &state.nodeOfRank));
-  std::set<int> nodes(state.nodeOfRank.begin(), state.nodeOfRank.end());
+  std::vector<int> nodeOfRank;
+  GFSHIM_RETURN_IF_ERROR(learnNodes(state.privateComm, state.facts.size, &nodeOfRank));
+  const std::set<int> nodes(nodeOfRank.begin(), nodeOfRank.end());
   state.facts.nodes = static_cast<int>(nodes.size());
   std::string why;
-  const std::optional<TorusGrid> nodeGrid =
-      torusGridFromNodes(state.facts.rank, state.nodeOfRank, &why);
+  const std::optional<TorusGrid> nodeGrid = torusGridFromNodes(state.facts.rank, nodeOfRank, &why);
   state.facts.ranksPerNode = nodeGrid ? nodeGrid->dims.x : 0;
+  state.torusGrid = settings.torusX > 0 ? torusGridFromDims(state.facts.rank, state.facts.size,
+                                                            {settings.torusX, settings.torusY})
+                                        : nodeGrid;
   state.transport =
       std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
   GFSHIM_INFO(kEngine, "set up a communicator of %d ranks on %d nodes (%s)", state.facts.size,
@@ -120,17 +123,6 @@ Status CommRegistry::ensureSetUp(MPI_Comm comm, CommState& state) {
               nodeGrid ? (std::to_string(state.facts.ranksPerNode) + " ranks per node").c_str()
                        : why.c_str());
   return Status::ok();
-}
-
-const TorusGrid* CommRegistry::torusGrid(CommState& state, const Settings& settings) {
-  if (!state.torusGrid) {
-    std::string why;
-    state.torusGrid = settings.torusX > 0
-                          ? torusGridFromDims(state.facts.rank, state.facts.size,
-                                              {settings.torusX, settings.torusY})
-                          : torusGridFromNodes(state.facts.rank, state.nodeOfRank, &why);
-  }
-  return state.torusGrid ? &*state.torusGrid : nullptr;
 }
 
 void CommRegistry::stop() {

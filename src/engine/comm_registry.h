@@ -11,7 +11,6 @@
 #include <set>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
@@ -24,8 +23,9 @@ namespace gfshim {
 struct CommState {
   CommFacts facts;
   MPI_Comm privateComm = MPI_COMM_NULL;  // created collectively at the first engine call
-  std::vector<int> nodeOfRank;           // node id of every rank, from the same setup
-  std::optional<TorusGrid> torusGrid;    // built on the first torus2d call
+  // The grid torus2d runs on, from the same setup: GFSHIM_TORUS_DIMS or the nodes; empty when
+  // there is none (chooseAlgorithm then never picks the torus).
+  std::optional<TorusGrid> torusGrid;
   // Set when an engine call failed after sending started: peers may be mid-algorithm and the
   // private communicator may hold unmatched messages, so later calls report an error.
   std::string failure;
@@ -42,11 +42,10 @@ class CommRegistry {
   Status start();
   // The state of `comm`, created with its facts on first sight (local calls only).
   Status stateFor(MPI_Comm comm, bool paramsAgree, CommState** state);
-  // Collective over `comm`, on the first engine call: duplicates it for the shim's traffic and
-  // learns the node of every rank (MPI_COMM_TYPE_SHARED split + allgather) into the facts.
-  Status ensureSetUp(MPI_Comm comm, CommState& state);
-  // The torus grid of an engine plan that chose Algo::kTorus2d (cached per communicator).
-  const TorusGrid* torusGrid(CommState& state, const Settings& settings);
+  // Collective over `comm`, on the first engine call: creates the private communicator for the
+  // shim's traffic, learns the node of every rank (MPI_COMM_TYPE_SHARED split + allgather) into
+  // the facts, and builds the torus grid.
+  Status ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state);
   // Drops the state of the predefined communicators; call before PMPI_Finalize.
   void stop();
 

@@ -3,7 +3,6 @@
 // integer-valued so float sums are exact and can be compared with ==.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -51,19 +50,7 @@ void checkFloatSum(int p, size_t count, uint64_t segmentBytes, bool inPlace) {
     const float* in = inPlace ? out : send[static_cast<size_t>(r)].data();
     return executePlan(ringPlan(segmentBytes), call, transport, workspace, in, out);
   });
-  for (int r = 0; r < p; ++r)
-    ASSERT_TRUE(statuses[static_cast<size_t>(r)].isOk())
-        << statuses[static_cast<size_t>(r)].message();
-  for (size_t i = 0; i < count; ++i) {
-    float expected = 0;
-    for (int r = 0; r < p; ++r) expected += contribution(r, i);
-    ASSERT_EQ(recv[0][i], expected) << "element " << i;
-  }
-  for (int r = 1; r < p && count > 0; ++r) {
-    ASSERT_EQ(
-        std::memcmp(recv[0].data(), recv[static_cast<size_t>(r)].data(), count * sizeof(float)), 0)
-        << "rank " << r << " differs from rank 0";
-  }
+  ASSERT_NO_FATAL_FAILURE(expectExactSumOnEveryRank(statuses, recv, count, contribution));
   if (!inPlace) {
     for (int r = 0; r < p; ++r) {
       for (size_t i = 0; i < count; ++i)

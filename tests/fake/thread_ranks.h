@@ -1,6 +1,9 @@
 // Threads as ranks over the fake transport, shared by the threads-as-ranks tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -22,6 +25,26 @@ inline std::vector<Status> runRanks(FakeFabric& fabric,
   }
   for (std::thread& t : threads) t.join();
   return results;
+}
+
+// Every rank's status is ok, rank 0 holds the exact float sum of `contribution(rank, i)` over
+// ranks (integer-valued data, so any order sums exactly), and every rank holds rank 0's bits.
+inline void expectExactSumOnEveryRank(const std::vector<Status>& statuses,
+                                      const std::vector<std::vector<float>>& results, size_t count,
+                                      const std::function<float(int, size_t)>& contribution) {
+  const int p = static_cast<int>(results.size());
+  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
+  for (size_t i = 0; i < count; ++i) {
+    float expected = 0;
+    for (int r = 0; r < p; ++r) expected += contribution(r, i);
+    ASSERT_EQ(results[0][i], expected) << "element " << i;
+  }
+  for (int r = 1; r < p && count > 0; ++r) {
+    ASSERT_EQ(std::memcmp(results[0].data(), results[static_cast<size_t>(r)].data(),
+                          count * sizeof(float)),
+              0)
+        << "rank " << r << " differs from rank 0";
+  }
 }
 
 }  // namespace gfshim

@@ -45,17 +45,7 @@ void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace)
     const float* in = inPlace ? out : send[static_cast<size_t>(r)].data();
     return executePlan(plan, call, transport, workspace, in, out, &*grid);
   });
-  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
-  for (size_t i = 0; i < count; ++i) {
-    float expected = 0;
-    for (int r = 0; r < p; ++r) expected += contribution(r, i);
-    ASSERT_EQ(recv[0][i], expected) << "element " << i;
-  }
-  for (int r = 1; r < p && count > 0; ++r) {
-    ASSERT_EQ(
-        std::memcmp(recv[0].data(), recv[static_cast<size_t>(r)].data(), count * sizeof(float)), 0)
-        << "rank " << r << " differs from rank 0";
-  }
+  ASSERT_NO_FATAL_FAILURE(expectExactSumOnEveryRank(statuses, recv, count, contribution));
   // Legal peers only: every message stays inside a row or a column of the grid.
   for (int from = 0; from < p; ++from) {
     for (int to = 0; to < p; ++to) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Reproduces the emulated-cluster tables of bench/RESULTS.md: native Open MPI MPI_Allreduce vs
-# the shim's ring and 2D torus across network-namespace nodes with rate-limited links (see
-# bench/README.md), float SUM, 1..256 MB. Each row times native (PMPI_Allreduce) and the shim
-# (MPI_Allreduce) interleaved in the same processes. Needs root; build first (scripts/build.sh).
+# the shim's ring, 2D torus and auto choice across network-namespace nodes with rate-limited
+# links (see bench/README.md), float SUM, 1..256 MB. Each row times native (PMPI_Allreduce) and
+# the shim (MPI_Allreduce) interleaved in the same processes. Needs root; build first
+# (scripts/build.sh). bench/plot_cluster.sh turns the output into a PNG.
 # usage: bench/cluster_numbers.sh [RATE (default 1gbit)] [LAYOUTS (default "4x1 2x2 4x2", nodes x ranks per node)]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +16,7 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname), $(nproc) cores, load: $
 for layout in $layouts; do
   nodes=${layout%x*} ppn=${layout#*x}
   "$cluster" up --nodes "$nodes" --rate "$rate" >/dev/null
-  for algo in ring torus2d; do
+  for algo in ${ALGOS:-ring torus2d auto}; do
     echo
     echo "## $nodes nodes x $ppn ranks, $rate links, GFSHIM_ALGO=$algo"
     LD_PRELOAD=$root/build/libgfshim.so GFSHIM_ALGO=$algo GFSHIM_STATS=1 \

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <new>
+#include <string>
 
 #include "common/log.h"
 #include "engine/execute.h"
@@ -89,11 +90,15 @@ int reportError(MPI_Comm comm, const Status& status) {
 void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
   if (state.facts.rank != 0 || !logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
   if (!state.loggedShapes.insert({call.bytes(), *call.dtype}).second) return;
-  GFSHIM_INFO(kPolicy,
-              "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s, segment %llu bytes",
+  const std::string segment = plan.route == Route::kEngine
+                                  ? ", segment " + std::to_string(plan.segmentBytes) + " bytes"
+                                  : "";
+  const std::string estimate = formatEstimate(plan.estimate);
+  GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s%s%s%s",
               static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),
               dtypeName(*call.dtype), redOpName(*call.op), state.facts.size,
-              reasonText(plan.reason), static_cast<unsigned long long>(plan.segmentBytes));
+              reasonText(plan.reason), segment.c_str(), estimate.empty() ? "" : "; predicted ",
+              estimate.c_str());
 }
 
 int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason reason) {
@@ -126,9 +131,10 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
     state->failure = status.message();
     return reportError(a.comm, status);
   }
-  plan = chooseAlgorithm(plan, state->facts, rt.settings);
-
+  plan = chooseAlgorithm(plan, state->facts, rt.settings, call.bytes());
   logPlanOnce(*state, call, plan);
+  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
                reasonText(plan.reason));
   const auto start = std::chrono::steady_clock::now();

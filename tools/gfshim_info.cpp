@@ -1,7 +1,11 @@
 // gfshim-info: what this build of libgfshim can do and how it is configured.
 //
-//   gfshim-info                    version, build features, every parameter with its value,
-//                                  where the value came from, its default and its doc
+//   gfshim-info                    version, build features, the topology (hwloc, UCX, or
+//                                  GFSHIM_TOPO_FILE), what GFSHIM_ALGO=auto would choose per
+//                                  message size, and every parameter with its value, where the
+//                                  value came from, its default and its doc. Under mpirun (or
+//                                  mpiexec) it detects the topology collectively, exactly as the
+//                                  shim does, and rank 0 prints the agreed multi-rank view.
 //   gfshim-info --params-markdown  the README's parameter table, generated from params.def
 //   gfshim-info --model --ranks-per-node X --nodes Y --bytes N [--inter-gbps G]
 //               [--inter-latency-us L] [--intra-gbps G] [--intra-latency-us L]
@@ -10,14 +14,20 @@
 //
 // It reads the same environment and GFSHIM_CONFIG file as the shim, so it also shows what a bad
 // value would fall back to.
+#include <mpi.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 
 #include "config/config.h"
 #include "engine/cost_model.h"
+#include "engine/policy.h"
+#include "topo/detect.h"
+#include "topo/local_topology.h"
 #include "version.h"
 
 namespace {
@@ -33,6 +43,10 @@ std::string acceptedText(const ParamSpec& spec) {
     case gfshim::ParamType::kSize: {
       std::string range = spec.accepted;
       return "bytes, " + range.replace(range.find(".."), 2, " to ");
+    }
+    case gfshim::ParamType::kDecimal: {
+      std::string range = spec.accepted;
+      return "number, " + range.replace(range.find(".."), 2, " to ");
     }
     case gfshim::ParamType::kEnum: {
       std::string choices = spec.accepted;
@@ -63,20 +77,70 @@ void printMarkdown() {
   }
 }
 
-void printReport() {
+void printFeatures() {
   std::printf("libgfshim %s\n", gfshim::kGfshimVersion);
   std::printf("built for   : %s\n", gfshim::kBuiltForMpi);
   std::printf(
-      "features    : CUDA %s, NCCL %s, hwloc %s, UCX %s (detected at build time; "
-      "this version uses none of them yet)\n",
+      "features    : CUDA %s, NCCL %s, hwloc %s, UCX %s (at build time; hwloc and UCX are\n"
+      "              loaded at run time; CUDA and NCCL are not used yet)\n",
       gfshim::kHaveCuda ? "yes" : "no", gfshim::kHaveNccl ? "yes" : "no",
       gfshim::kHaveHwloc ? "yes" : "no", gfshim::kHaveUcx ? "yes" : "no");
-  const Config config = Config::load(gfshim::configInputsFromProcess());
-  std::printf("\n%-22s %-10s %-8s %-10s %s\n", "parameter", "value", "source", "default", "doc");
+}
+
+void printTopology(const gfshim::Topology& topology, const std::string& hardwareSource,
+                   const std::string& transportSource) {
+  std::printf("\ntopology    : %s\n", gfshim::describeTopology(topology).c_str());
+  std::printf("hardware    : %s\n", hardwareSource.c_str());
+  for (const gfshim::PciDevice& gpu : topology.hardware.gpus) {
+    std::printf("  gpu %-10s pci %s numa %d\n", gpu.name.c_str(), gpu.pciBus.c_str(), gpu.numaNode);
+  }
+  for (const gfshim::PciDevice& nic : topology.hardware.nics) {
+    std::printf("  nic %-10s pci %s numa %d\n", nic.name.c_str(), nic.pciBus.c_str(), nic.numaNode);
+  }
+  std::printf("transports  : %s\n", transportSource.c_str());
+  for (const gfshim::UcxTransport& transport : topology.transports) {
+    std::printf("  %-20s %s-node %10.2f Gbit/s %8.2f us\n", transport.name.c_str(),
+                transport.linkClass == gfshim::LinkClass::kIntraNode ? "intra" : "inter",
+                transport.bytesPerSecond * 8 / 1e9, transport.latencySeconds * 1e6);
+  }
+}
+
+// What the policy would do with a float SUM of each size on a communicator of `size` ranks
+// with this topology: the same functions the shim calls, on a described call.
+void printDecisions(const gfshim::Topology& topology, int size, const gfshim::Settings& settings) {
+  gfshim::CommFacts facts;
+  facts.size = size;
+  facts.nodes = topology.nodes;
+  facts.ranksPerNode = topology.ranksPerNode;
+  facts.intraLink = topology.intraLink;
+  facts.interLink = topology.interLink;
+  std::printf("\nallreduce of float SUM on %d ranks (GFSHIM_ALGO=%s):\n", size,
+              gfshim::Config::load(gfshim::configInputsFromProcess()).text(Param::ALGO).c_str());
+  std::printf("%10s  %-58s %s\n", "bytes", "path", "predicted");
+  for (uint64_t bytes = 64 << 10; bytes <= (1ull << 30); bytes *= 4) {
+    gfshim::CallInfo call;
+    call.count = static_cast<int64_t>(bytes / sizeof(float));
+    call.dtype = gfshim::DType::kFloat32;
+    call.op = gfshim::RedOp::kSum;
+    call.inPlace = true;
+    call.recvAddress = 1;  // any non-null address: the described call is not erroneous
+    gfshim::Plan plan = gfshim::planCall(call, settings);
+    plan = gfshim::planOnComm(plan, facts);
+    plan = gfshim::chooseAlgorithm(plan, facts, settings, bytes);
+    std::printf("%10llu  %-58s %s\n", static_cast<unsigned long long>(bytes),
+                (std::string(plan.route == gfshim::Route::kEngine ? "" : "pass through: ") +
+                 gfshim::reasonText(plan.reason))
+                    .c_str(),
+                gfshim::formatEstimate(plan.estimate).c_str());
+  }
+}
+
+void printParameters(const Config& config) {
+  std::printf("\n%-24s %-10s %-8s %-10s %s\n", "parameter", "value", "source", "default", "doc");
   for (int i = 0; i < gfshim::kParamCount; ++i) {
     const ParamSpec& spec = gfshim::paramSpec(static_cast<Param>(i));
     const gfshim::ParamValue& value = config.value(static_cast<Param>(i));
-    std::printf("%-22s %-10s %-8s %-10s %s\n", spec.name,
+    std::printf("%-24s %-10s %-8s %-10s %s\n", spec.name,
                 value.text.empty() ? "-" : value.text.c_str(),
                 gfshim::valueSourceName(value.source), *spec.defaultText ? spec.defaultText : "-",
                 spec.doc);
@@ -85,6 +149,84 @@ void printReport() {
     std::printf("\nproblems:\n");
     for (const std::string& problem : config.diagnostics()) std::printf("  %s\n", problem.c_str());
   }
+}
+
+gfshim::Settings loadSettings(const Config& config) {
+  gfshim::Settings settings = gfshim::settingsFrom(config);
+  gfshim::setLogFilter(settings.log);
+  return settings;
+}
+
+// One process: the local probes (or the file); its layout is the file's, else one rank.
+int printSingleProcessReport() {
+  const Config config = Config::load(gfshim::configInputsFromProcess());
+  const gfshim::Settings settings = loadSettings(config);
+  printFeatures();
+  gfshim::LocalTopology local = gfshim::loadLocalTopology(settings);
+  gfshim::Topology& topology = local.topology;
+  if (!local.layoutFromFile) {
+    topology.nodes = 1;
+    topology.ranksPerNode = 1;
+  }
+  gfshim::resolveLinkCosts(
+      {settings.intraGbps, settings.intraLatencyUs, settings.interGbps, settings.interLatencyUs},
+      &topology);
+  printTopology(topology, local.hardwareSource, local.transportSource);
+  if (!settings.topoDump.empty()) {
+    std::ofstream dump(settings.topoDump);
+    dump << gfshim::formatTopology(topology);
+    std::printf("topology written to %s%s\n", settings.topoDump.c_str(),
+                dump ? "" : " FAILED: cannot write there");
+  }
+  const int size = topology.nodes * topology.ranksPerNode;
+  if (size > 1) {
+    printDecisions(topology, size, settings);
+  } else {
+    std::printf(
+        "\n(one rank: run under mpirun, or give GFSHIM_TOPO_FILE a layout, to see what\n"
+        " GFSHIM_ALGO=auto chooses per message size)\n");
+  }
+  printParameters(config);
+  return 0;
+}
+
+// Under a launcher: the collective detection the shim runs at a communicator's setup, on
+// MPI_COMM_WORLD; rank 0 prints the agreed view.
+int printMultiRankReport(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const Config config = Config::load(gfshim::configInputsFromProcess());
+  const gfshim::Settings settings = loadSettings(config);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  gfshim::CommTopology detected;
+  const gfshim::Status status = gfshim::detectTopology(MPI_COMM_WORLD, settings, &detected);
+  if (!status.isOk()) {
+    std::fprintf(stderr, "gfshim-info: rank %d: topology detection failed: %s\n", rank,
+                 status.message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (rank == 0) {
+    printFeatures();
+    std::printf("ranks       : %d; node of each rank:", size);
+    for (int node : detected.nodeOfRank) std::printf(" %d", node);
+    std::printf("\nhardware    : %s across nodes\n",
+                detected.hardwareUniform ? "identical" : "DIFFERENT");
+    printTopology(detected.topology, detected.hardwareSource + " (rank 0's view)",
+                  detected.transportSource + " (rank 0's list; link costs agreed over ranks)");
+    printDecisions(detected.topology, size, settings);
+    printParameters(config);
+  }
+  MPI_Finalize();
+  return 0;
+}
+
+bool launchedByMpirun() {
+  for (const char* variable :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(variable) != nullptr) return true;
+  }
+  return false;
 }
 
 constexpr const char* kUsage =
@@ -166,6 +308,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
-  printReport();
-  return 0;
+  return launchedByMpirun() ? printMultiRankReport(argc, argv) : printSingleProcessReport();
 }

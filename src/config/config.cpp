@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -19,6 +21,7 @@ constexpr ParamType Size = ParamType::kSize;
 constexpr ParamType Enum = ParamType::kEnum;
 constexpr ParamType List = ParamType::kList;
 constexpr ParamType Grid = ParamType::kGrid;
+constexpr ParamType Decimal = ParamType::kDecimal;
 constexpr ParamType Path = ParamType::kPath;
 constexpr ParamScope Plan = ParamScope::kPlan;
 constexpr ParamScope Local = ParamScope::kLocal;
@@ -181,6 +184,8 @@ const char* paramTypeName(ParamType type) {
       return "bool";
     case ParamType::kSize:
       return "size";
+    case ParamType::kDecimal:
+      return "decimal";
     case ParamType::kEnum:
       return "enum";
     case ParamType::kList:
@@ -232,6 +237,31 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
         return false;
       }
       out->text = formatBytes(out->number);
+      return true;
+    }
+    case ParamType::kDecimal: {
+      const std::vector<std::string> bounds = split(spec.accepted, '.');
+      const double low = std::strtod(bounds.front().c_str(), nullptr);
+      const double high = std::strtod(bounds.back().c_str(), nullptr);
+      const std::string range =
+          "accepted: a decimal number from " + bounds.front() + " to " + bounds.back();
+      const std::string s = trim(text);
+      char* end = nullptr;
+      const double value = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+      if (s.empty() || end != s.c_str() + s.size() ||
+          s.find_first_of("xXnNiI") != std::string::npos) {
+        *why = range + ", e.g. 1.5";
+        return false;
+      }
+      if (!(value >= low && value <= high)) {
+        *why = "out of range; " + range;
+        return false;
+      }
+      char canonical[32];
+      std::snprintf(canonical, sizeof canonical, "%g", value);
+      out->decimal = value;
+      out->number = 0;
+      out->text = canonical;
       return true;
     }
     case ParamType::kEnum: {
@@ -430,6 +460,14 @@ Settings settingsFrom(const Config& config) {
   settings.torusY = static_cast<int>(config.value(Param::TORUS_DIMS).number & 0xffffffffu);
   settings.log.level = static_cast<LogLevel>(config.choice(Param::DEBUG));
   settings.log.subsysMask = config.mask(Param::DEBUG_SUBSYS);
+  settings.topoFile = config.text(Param::TOPO_FILE);
+  settings.topoDump = config.text(Param::TOPO_DUMP);
+  settings.probeHwloc = (config.mask(Param::TOPO_DETECT) & 1u) != 0;  // order of ACCEPTED
+  settings.probeUcx = (config.mask(Param::TOPO_DETECT) & 2u) != 0;
+  settings.intraGbps = config.value(Param::INTRA_GBPS).decimal;
+  settings.intraLatencyUs = config.value(Param::INTRA_LATENCY_US).decimal;
+  settings.interGbps = config.value(Param::INTER_GBPS).decimal;
+  settings.interLatencyUs = config.value(Param::INTER_LATENCY_US).decimal;
   settings.stats = config.flag(Param::STATS);
   settings.strict = config.flag(Param::STRICT);
   return settings;

@@ -17,7 +17,7 @@
 
 namespace gfshim {
 
-enum class ParamType { kBool, kSize, kEnum, kList, kGrid, kPath };
+enum class ParamType { kBool, kSize, kDecimal, kEnum, kList, kGrid, kPath };
 enum class ParamScope { kPlan, kLocal };
 
 enum class Param : int {
@@ -46,6 +46,7 @@ const char* valueSourceName(ValueSource source);
 struct ParamValue {
   uint64_t number = 0;  // Bool: 0/1; Size: bytes; Enum: index into ACCEPTED; List: bit mask;
                         // Grid: X << 32 | Y (0 when unset)
+  double decimal = 0;   // Decimal only
   std::string text;     // canonical spelling (what gfshim-info prints and the plan hash covers)
   ValueSource source = ValueSource::kDefault;
 };
@@ -101,6 +102,12 @@ struct Settings {
   uint64_t segmentBytes = 0;
   int torusX = 0;  // GFSHIM_TORUS_DIMS; 0 x 0 when unset
   int torusY = 0;
+  std::string topoFile;    // GFSHIM_TOPO_FILE: replaces detection; empty: detect
+  std::string topoDump;    // GFSHIM_TOPO_DUMP: where rank 0 writes what was detected
+  bool probeHwloc = true;  // GFSHIM_TOPO_DETECT
+  bool probeUcx = true;
+  // GFSHIM_{INTRA,INTER}_{GBPS,LATENCY_US}; 0: detected (UCX), else the built-in default
+  double intraGbps = 0, intraLatencyUs = 0, interGbps = 0, interLatencyUs = 0;
   LogFilter log;
   bool stats = false;
   bool strict = false;

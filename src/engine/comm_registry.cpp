@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "topo/detect.h"
 
 namespace gfshim {
 namespace {
@@ -67,23 +68,6 @@ Status CommRegistry::stateFor(MPI_Comm comm, bool paramsAgree, CommState** state
   return Status::ok();
 }
 
-// Node id of every rank: each rank learns the communicator rank of its node's first member
-// (a broadcast inside the MPI_COMM_TYPE_SHARED split) and the ids are allgathered.
-Status learnNodes(MPI_Comm comm, int size, std::vector<int>* nodeOfRank) {
-  MPI_Comm node = MPI_COMM_NULL;
-  int rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_split_type", rc);
-  int myRank = 0, nodeId = 0;
-  PMPI_Comm_rank(comm, &myRank);
-  nodeId = myRank;
-  rc = PMPI_Bcast(&nodeId, 1, MPI_INT, 0, node);
-  PMPI_Comm_free(&node);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Bcast", rc);
-  nodeOfRank->assign(static_cast<size_t>(size), 0);
-  rc = PMPI_Allgather(&nodeId, 1, MPI_INT, nodeOfRank->data(), 1, MPI_INT, comm);
-  return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allgather", rc);
-}
-
 // The private communicator is made with MPI_Comm_split (one color, same order) rather than
 // MPI_Comm_dup: a dup would run the application's attribute copy callbacks (and later their
 // delete callbacks) on a communicator the application never sees.
@@ -106,22 +90,27 @@ Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, CommSt
   if (state.privateComm == MPI_COMM_NULL) {
     GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts.rank, &state.privateComm));
   }
-  std::vector<int> nodeOfRank;
-  GFSHIM_RETURN_IF_ERROR(learnNodes(state.privateComm, state.facts.size, &nodeOfRank));
-  const std::set<int> nodes(nodeOfRank.begin(), nodeOfRank.end());
-  state.facts.nodes = static_cast<int>(nodes.size());
+  CommTopology detected;
+  GFSHIM_RETURN_IF_ERROR(detectTopology(state.privateComm, settings, &detected));
+  const Topology& topology = detected.topology;
+  state.facts.nodes = topology.nodes;
+  state.facts.ranksPerNode = topology.ranksPerNode;
+  state.facts.intraLink = topology.intraLink;
+  state.facts.interLink = topology.interLink;
   std::string why;
-  const std::optional<TorusGrid> nodeGrid = torusGridFromNodes(state.facts.rank, nodeOfRank, &why);
-  state.facts.ranksPerNode = nodeGrid ? nodeGrid->dims.x : 0;
+  const std::optional<TorusGrid> nodeGrid =
+      torusGridFromNodes(state.facts.rank, detected.nodeOfRank, &why);
   state.torusGrid = settings.torusX > 0 ? torusGridFromDims(state.facts.rank, state.facts.size,
                                                             {settings.torusX, settings.torusY})
                                         : nodeGrid;
   state.transport =
       std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
-  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks on %d nodes (%s)", state.facts.size,
-              state.facts.nodes,
-              nodeGrid ? (std::to_string(state.facts.ranksPerNode) + " ranks per node").c_str()
-                       : why.c_str());
+  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s", state.facts.size,
+              describeTopology(topology).c_str(),
+              nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
+  if (!detected.hardwareUniform && state.facts.rank == 0) {
+    GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
+  }
   return Status::ok();
 }
 

@@ -43,8 +43,8 @@ class CommRegistry {
   // The state of `comm`, created with its facts on first sight (local calls only).
   Status stateFor(MPI_Comm comm, bool paramsAgree, CommState** state);
   // Collective over `comm`, on the first engine call: creates the private communicator for the
-  // shim's traffic, learns the node of every rank (MPI_COMM_TYPE_SHARED split + allgather) into
-  // the facts, and builds the torus grid.
+  // shim's traffic, detects the topology (src/topo/detect.h) into the facts, and builds the
+  // torus grid.
   Status ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state);
   // Drops the state of the predefined communicators; call before PMPI_Finalize.
   void stop();

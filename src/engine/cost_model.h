@@ -1,29 +1,33 @@
-// Alpha-beta cost model of the allreduce algorithms, per link class (inside a node, between
-// nodes): t = steps x alpha + bytes / beta on the slowest link a step uses. It explains the
-// choice between a flat ring, the 2D torus and a latency-optimal recursive doubling, and
-// reproduces the step counts of Mikami et al. (3456 ranks as a 4 x 864 grid: 1732 latency steps
-// against 6910 for a flat ring). Pure arithmetic; `gfshim-info --model` prints it.
+// Alpha-beta-gamma cost model of the allreduce algorithms, per link class (inside a node,
+// between nodes): t = steps x (alpha + bytes / beta) on the slowest link class a step uses, plus
+// the reductions, bytes / gamma (counted as not overlapped, though the ring pipelines them). It
+// explains the choice between a flat ring, the 2D torus and a latency-optimal recursive
+// doubling, and reproduces the step counts of Mikami et al. (3456 ranks as a 4 x 864 grid: 1732
+// latency steps against 6910 for a flat ring). Pure arithmetic; `gfshim-info --model` prints it.
 //
 // Assumptions: ranks are numbered node by node, so a flat ring crosses each node's NIC once per
-// step with N/p bytes; the X column rings of the torus share their node's NIC, each moving
-// N/(XY) bytes per step; recursive doubling moves the whole buffer in each of its ceil(log2 p)
-// steps, most of them across nodes.
+// step with N/p bytes while the node's other ranks move N/p through shared memory; the X column
+// rings of the torus share their node's NIC, each moving N/(XY) bytes per step; recursive
+// doubling moves and reduces the whole buffer in each of its ceil(log2 p) steps. The reduction
+// term is what separates recursive doubling from a ring on two ranks (same bytes on the wire).
 #pragma once
 
 #include <cstdint>
 
+#include "topo/topology.h"
+
 namespace gfshim {
 
-struct LinkCost {
-  double latencySeconds = 0;  // alpha, per message
-  double bytesPerSecond = 1;  // beta, of one link (a node's NIC between nodes)
-};
+constexpr double kReduceBytesPerSecond = 10e9;
 
 struct ClusterShape {
   int64_t ranksPerNode = 1;  // X
   int64_t nodes = 1;         // Y
   LinkCost intraNode;
   LinkCost interNode;
+  // gamma: bytes of one operand reduced per second on one core. A float sum ran at 23 GB/s on
+  // cache-resident 16 MB buffers on the development VM; 10 GB/s allows for memory-bound sizes.
+  double reduceBytesPerSecond = kReduceBytesPerSecond;
 };
 
 struct AlgorithmCost {

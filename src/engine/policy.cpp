@@ -1,5 +1,10 @@
 #include "engine/policy.h"
 
+#include <cstdio>
+#include <utility>
+
+#include "engine/cost_model.h"
+
 namespace gfshim {
 namespace {
 
@@ -26,8 +31,10 @@ const char* reasonText(Reason reason) {
   switch (reason) {
     case Reason::kRingForced:
       return "ring (GFSHIM_ALGO=ring)";
-    case Reason::kRingAuto:
-      return "ring (auto: the host algorithm of this build)";
+    case Reason::kAutoRing:
+      return "ring (auto: lowest predicted time)";
+    case Reason::kAutoTorus:
+      return "torus2d (auto: lowest predicted time)";
     case Reason::kTorusOnNodes:
       return "torus2d (GFSHIM_ALGO=torus2d, rows are nodes)";
     case Reason::kTorusOnForcedDims:
@@ -64,6 +71,8 @@ const char* reasonText(Reason reason) {
       return "below GFSHIM_MIN_BYTES";
     case Reason::kAlgoNative:
       return "GFSHIM_ALGO=native";
+    case Reason::kAutoNative:
+      return "native (auto: the MPI's recursive doubling predicted fastest)";
     case Reason::kInterComm:
       return "intercommunicator";
     case Reason::kSpansWorlds:
@@ -99,7 +108,8 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
     plan.reason = Reason::kTorusOnNodes;  // provisional: chooseAlgorithm checks the grid
   } else {
     plan.algo = Algo::kRing;
-    plan.reason = settings.algo == AlgoChoice::kRing ? Reason::kRingForced : Reason::kRingAuto;
+    // provisional under auto: chooseAlgorithm consults the cost model
+    plan.reason = settings.algo == AlgoChoice::kRing ? Reason::kRingForced : Reason::kAutoRing;
   }
   plan.segmentBytes = settings.segmentBytes;
   return plan;
@@ -114,8 +124,82 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm) {
   return callPlan;
 }
 
-Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings) {
-  if (enginePlan.route != Route::kEngine || enginePlan.algo != Algo::kTorus2d) return enginePlan;
+namespace {
+
+// The cost model's view of the communicator: X ranks per node on Y nodes, or, when nodes hold
+// different numbers of ranks, every rank on its own node (every step may cross nodes).
+ClusterShape shapeOf(const CommFacts& comm) {
+  ClusterShape shape;
+  const bool even = comm.ranksPerNode > 0 && comm.nodes > 0;
+  shape.ranksPerNode = even ? comm.ranksPerNode : 1;
+  shape.nodes = even ? comm.nodes : comm.size;
+  shape.intraNode = comm.intraLink;
+  shape.interNode = comm.interLink;
+  return shape;
+}
+
+Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
+                  uint64_t bytes) {
+  Plan plan = enginePlan;
+  const double n = static_cast<double>(bytes);
+  ClusterShape shape = shapeOf(comm);
+  plan.estimate.ringSeconds = ringCost(shape, n).seconds;
+  plan.estimate.nativeSeconds = recursiveDoublingCost(shape, n).seconds;
+  const bool forcedGrid = settings.torusX > 0 && settings.torusX * settings.torusY == comm.size;
+  if (forcedGrid) {
+    shape.ranksPerNode = settings.torusX;
+    shape.nodes = settings.torusY;
+  }
+  if (forcedGrid || (comm.ranksPerNode > 1 && comm.nodes > 1)) {
+    plan.estimate.torusSeconds = torusCost(shape, n).seconds;
+  }
+  const CostEstimate& e = plan.estimate;
+  if (e.nativeSeconds < e.ringSeconds && (e.torusSeconds < 0 || e.nativeSeconds < e.torusSeconds)) {
+    Plan native = passthrough(Reason::kAutoNative);
+    native.estimate = e;
+    return native;
+  }
+  if (e.torusSeconds >= 0 && e.torusSeconds < e.ringSeconds) {
+    plan.algo = Algo::kTorus2d;
+    plan.reason = Reason::kAutoTorus;
+  } else {
+    plan.algo = Algo::kRing;
+    plan.reason = Reason::kAutoRing;
+  }
+  return plan;
+}
+
+std::string formatSeconds(double seconds) {
+  char text[32];
+  if (seconds >= 1) {
+    std::snprintf(text, sizeof text, "%.3g s", seconds);
+  } else if (seconds >= 1e-3) {
+    std::snprintf(text, sizeof text, "%.3g ms", seconds * 1e3);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g us", seconds * 1e6);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string formatEstimate(const CostEstimate& estimate) {
+  std::string text;
+  const std::pair<const char*, double> candidates[] = {{"ring", estimate.ringSeconds},
+                                                       {"torus2d", estimate.torusSeconds},
+                                                       {"native", estimate.nativeSeconds}};
+  for (const auto& [name, seconds] : candidates) {
+    if (seconds < 0) continue;
+    text += (text.empty() ? "" : ", ") + std::string(name) + " " + formatSeconds(seconds);
+  }
+  return text;
+}
+
+Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
+                     uint64_t bytes) {
+  if (enginePlan.route != Route::kEngine) return enginePlan;
+  if (settings.algo == AlgoChoice::kAuto) return chooseByCost(enginePlan, comm, settings, bytes);
+  if (enginePlan.algo != Algo::kTorus2d) return enginePlan;
   Plan plan = enginePlan;
   auto ring = [&plan](Reason reason) {
     plan.algo = Algo::kRing;

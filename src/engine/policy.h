@@ -13,9 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "common/types.h"
 #include "config/config.h"
+#include "topo/topology.h"
 
 namespace gfshim {
 
@@ -25,7 +27,8 @@ enum class Algo : uint8_t { kNone, kRing, kTorus2d };
 enum class Reason : uint8_t {
   // engine
   kRingForced,
-  kRingAuto,
+  kAutoRing,
+  kAutoTorus,
   kTorusOnNodes,
   kTorusOnForcedDims,
   kRingTorusDimsMismatch,
@@ -45,6 +48,7 @@ enum class Reason : uint8_t {
   kOverlappingBuffers,
   kBelowMinBytes,
   kAlgoNative,
+  kAutoNative,
   kInterComm,
   kSpansWorlds,
   kSingleRank,
@@ -80,6 +84,17 @@ struct CommFacts {
   // Node layout, known after the communicator's collective setup (first engine call):
   int nodes = 0;         // distinct shared-memory nodes
   int ranksPerNode = 0;  // 0 when nodes hold different numbers of ranks
+  LinkCost intraLink;    // agreed link figures for the cost model (src/topo/topology.h)
+  LinkCost interLink;
+};
+
+// The cost model's predictions behind a GFSHIM_ALGO=auto choice (seconds; negative: the
+// algorithm was not a candidate). Native is modelled as recursive doubling, the latency-optimal
+// algorithm MPIs use for the sizes where they beat a ring.
+struct CostEstimate {
+  double ringSeconds = -1;
+  double torusSeconds = -1;
+  double nativeSeconds = -1;
 };
 
 struct Plan {
@@ -87,6 +102,7 @@ struct Plan {
   Algo algo = Algo::kNone;
   Reason reason = Reason::kDisabled;
   uint64_t segmentBytes = 0;
+  CostEstimate estimate;  // filled by chooseAlgorithm under GFSHIM_ALGO=auto
 };
 
 // Call-level decision, made before any communicator state is looked up (the cheap common case
@@ -94,9 +110,15 @@ struct Plan {
 Plan planCall(const CallInfo& call, const Settings& settings);
 // Completes a provisional engine plan with the communicator's facts: pass-through or engine.
 Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
-// Picks the algorithm of an engine plan once the node layout is known (after the collective
-// setup): GFSHIM_ALGO=torus2d runs on nodes as rows, or on GFSHIM_TORUS_DIMS, and falls back to
-// the ring with a reason where no proper grid exists.
-Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings);
+// Picks the algorithm of an engine plan once the topology is known (after the collective setup):
+// GFSHIM_ALGO=torus2d runs on nodes as rows, or on GFSHIM_TORUS_DIMS, and falls back to the ring
+// with a reason where no proper grid exists; GFSHIM_ALGO=auto takes the lowest time the cost
+// model (engine/cost_model.h) predicts for `bytes` among ring, torus2d (where a grid exists) and
+// native, and may therefore pass the call through. Only agreed facts enter, so every rank
+// chooses the same.
+Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
+                     uint64_t bytes);
+// "ring 1.2 ms, torus2d 0.8 ms, native 3.1 ms" (the candidates only); empty when not auto.
+std::string formatEstimate(const CostEstimate& estimate);
 
 }  // namespace gfshim

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shim across emulated nodes: 2 network-namespace nodes x 2 ranks (bench/emulated_cluster.sh),
-# the torus with rows = nodes as detected by MPI_COMM_TYPE_SHARED, checked results, then the
-# namespaces are removed. Exits 77 (skipped, with the reason) where namespaces cannot be created.
+# the torus with rows = nodes as detected by MPI_COMM_TYPE_SHARED, forced and chosen by auto,
+# checked results, then the namespaces are removed. Exits 77 (skipped, with the reason) where namespaces cannot be created.
 # usage: emulated_cluster_test.sh LIBGFSHIM ALLREDUCE_BENCH
 set -euo pipefail
 shim=$1 bench=$2
@@ -19,4 +19,13 @@ echo "$output"
 grep -q "check: passed" <<<"$output" || { echo "FAILED: wrong results"; exit 1; }
 grep -Eq "engine +torus2d \(GFSHIM_ALGO=torus2d, rows are nodes\)" <<<"$output" ||
   { echo "FAILED: the torus did not run on the detected 2 x 2 node grid"; exit 1; }
+# GFSHIM_ALGO=auto on the same nodes: the cost model (UCX's figures for the veth "NICs") picks
+# the torus for large calls.
+output=$(LD_PRELOAD=$shim GFSHIM_STATS=1 \
+  "$cluster" run --ppn 2 -- "$bench" -c -b 4M -e 4M -r 1 -w 0 -n 1 2>&1) || {
+  echo "$output"; echo "FAILED: the auto job failed"; exit 1; }
+echo "$output"
+grep -q "check: passed" <<<"$output" || { echo "FAILED: wrong results under auto"; exit 1; }
+grep -Eq "engine +torus2d \(auto: lowest predicted time\)" <<<"$output" ||
+  { echo "FAILED: auto did not choose the torus across nodes"; exit 1; }
 echo "emulated cluster test: ok"

@@ -27,9 +27,25 @@ TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
   ClusterShape s = shape(2, 2);
   s.intraNode = {0, 1e30};
   s.interNode = {0, 1e9};
+  s.reduceBytesPerSecond = 1e30;
   const double n = 1e9;
   EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 1 / 2 * n / 1e9, 1e-9);
   EXPECT_NEAR(ringCost(s, n).seconds, 2.0 * 3 / 4 * n / 1e9, 1e-9);
+}
+
+TEST(CostModel, ReductionTermSeparatesTheRingFromRecursiveDoublingOnTwoRanks) {
+  // Two ranks, no latency: the same bytes on the wire; the ring reduces half the buffer, once,
+  // recursive doubling the whole buffer.
+  ClusterShape s = shape(2, 1);
+  s.intraNode = {0, 1e9};
+  s.reduceBytesPerSecond = 2e9;
+  const double n = 1e9;
+  EXPECT_NEAR(ringCost(s, n).seconds, n / 1e9 + n / 2 / 2e9, 1e-9);
+  EXPECT_NEAR(recursiveDoublingCost(s, n).seconds, n / 1e9 + n / 2e9, 1e-9);
+  // With a latency, the one step recursive doubling saves wins for small buffers only.
+  s.intraNode.latencySeconds = 1e-6;
+  EXPECT_LT(recursiveDoublingCost(s, 1000).seconds, ringCost(s, 1000).seconds);
+  EXPECT_LT(ringCost(s, 1e6).seconds, recursiveDoublingCost(s, 1e6).seconds);
 }
 
 TEST(CostModel, LatencyBoundSmallMessagesFavourRecursiveDoubling) {

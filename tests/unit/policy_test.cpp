@@ -37,7 +37,7 @@ TEST(Policy, LargeFloatSumGoesToTheRing) {
   const Plan plan = planOnComm(planCall(floatSum(1024), settings()), comm(4));
   EXPECT_EQ(plan.route, Route::kEngine);
   EXPECT_EQ(plan.algo, Algo::kRing);
-  EXPECT_EQ(plan.reason, Reason::kRingAuto);
+  EXPECT_EQ(plan.reason, Reason::kAutoRing);
   EXPECT_EQ(plan.segmentBytes, 4096u);
   EXPECT_EQ(decide(floatSum(1024), settings(1024, AlgoChoice::kRing), comm(4)),
             Reason::kRingForced);
@@ -107,18 +107,18 @@ TEST(Policy, PassthroughTable) {
 }
 
 TEST(Policy, ThresholdIsInclusiveAndCountsBytes) {
-  EXPECT_EQ(decide(floatSum(256), settings(1024), comm(2)), Reason::kRingAuto);
+  EXPECT_EQ(decide(floatSum(256), settings(1024), comm(2)), Reason::kAutoRing);
   EXPECT_EQ(decide(floatSum(255), settings(1024), comm(2)), Reason::kBelowMinBytes);
   CallInfo doubles = floatSum(128);
   doubles.dtype = DType::kFloat64;
-  EXPECT_EQ(decide(doubles, settings(1024), comm(2)), Reason::kRingAuto);
+  EXPECT_EQ(decide(doubles, settings(1024), comm(2)), Reason::kAutoRing);
 }
 
 // Invariant 2: the decision depends only on what must match across ranks. Rank-local facts
 // of a correct program (buffer addresses, MPI_IN_PLACE, the rank) never change the plan.
 TEST(Policy, RankLocalFactsOfCorrectCallsDoNotChangeThePlan) {
   const Reason reference = decide(floatSum(1024), settings(), comm(4));
-  EXPECT_EQ(reference, Reason::kRingAuto);
+  EXPECT_EQ(reference, Reason::kAutoRing);
   CallInfo inPlace = floatSum(1024);
   inPlace.inPlace = true;
   inPlace.sendAddress = 1;  // MPI_IN_PLACE's value does not matter
@@ -139,6 +139,71 @@ TEST(Policy, EveryReasonHasText) {
   for (int i = 0; i < kReasonCount; ++i) {
     EXPECT_STRNE(reasonText(static_cast<Reason>(i)), "?") << i;
   }
+}
+
+// GFSHIM_ALGO=auto: the cost model's lowest prediction wins, from agreed facts only.
+CommFacts cluster(int nodes, int ranksPerNode) {
+  CommFacts facts;
+  facts.size = nodes * ranksPerNode;
+  facts.nodes = nodes;
+  facts.ranksPerNode = ranksPerNode;
+  facts.intraLink = {1e-6, 100e9 / 8};
+  facts.interLink = {20e-6, 10e9 / 8};
+  return facts;
+}
+
+Plan autoPlan(int64_t bytes, const CommFacts& facts, const Settings& s = settings()) {
+  CallInfo call = floatSum(bytes / 4);
+  call.inPlace = true;
+  const Plan plan = planOnComm(planCall(call, s), facts);
+  return chooseAlgorithm(plan, facts, s, static_cast<uint64_t>(bytes));
+}
+
+TEST(AutoPolicy, OneNodeRunsTheRingAndNeverConsidersTheTorus) {
+  const Plan plan = autoPlan(64 << 20, cluster(1, 4));
+  EXPECT_EQ(plan.reason, Reason::kAutoRing);
+  EXPECT_EQ(plan.algo, Algo::kRing);
+  EXPECT_LT(plan.estimate.torusSeconds, 0);
+  EXPECT_GT(plan.estimate.nativeSeconds, plan.estimate.ringSeconds);
+}
+
+TEST(AutoPolicy, SeveralRanksPerNodeOnSeveralNodesRunTheTorusForLargeMessages) {
+  const Plan plan = autoPlan(64 << 20, cluster(4, 2));
+  EXPECT_EQ(plan.reason, Reason::kAutoTorus);
+  EXPECT_EQ(plan.algo, Algo::kTorus2d);
+  EXPECT_LT(plan.estimate.torusSeconds, plan.estimate.ringSeconds);
+  // Nodes of different sizes have no grid: the torus is no candidate.
+  CommFacts uneven = cluster(4, 2);
+  uneven.ranksPerNode = 0;
+  EXPECT_EQ(autoPlan(64 << 20, uneven).reason, Reason::kAutoRing);
+  EXPECT_LT(autoPlan(64 << 20, uneven).estimate.torusSeconds, 0);
+}
+
+TEST(AutoPolicy, ManyNodesPassSmallMessagesToTheMpiAndKeepLargeOnes) {
+  // 64 nodes: a 256 KB ring pays 126 latencies; recursive doubling 6 (with the full buffer).
+  const Plan small = autoPlan(256 << 10, cluster(64, 1));
+  EXPECT_EQ(small.route, Route::kPassthrough);
+  EXPECT_EQ(small.reason, Reason::kAutoNative);
+  EXPECT_LT(small.estimate.nativeSeconds, small.estimate.ringSeconds);
+  EXPECT_EQ(autoPlan(64 << 20, cluster(64, 1)).reason, Reason::kAutoRing);
+  // A slower network moves the crossover: with 1 Gbit/s links the 256 KB call stays in the ring.
+  CommFacts slow = cluster(64, 1);
+  slow.interLink.bytesPerSecond = 1e9 / 8;
+  slow.interLink.latencySeconds = 1e-6;
+  EXPECT_EQ(autoPlan(256 << 10, slow).reason, Reason::kAutoRing);
+}
+
+TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheModel) {
+  Settings forced = settings();
+  forced.torusX = 2;
+  forced.torusY = 2;
+  EXPECT_GE(autoPlan(64 << 20, cluster(1, 4), forced).estimate.torusSeconds, 0);
+  const Plan ring = autoPlan(256 << 10, cluster(64, 1), settings(1024, AlgoChoice::kRing));
+  EXPECT_EQ(ring.reason, Reason::kRingForced);
+  EXPECT_LT(ring.estimate.ringSeconds, 0);
+  EXPECT_EQ(formatEstimate(ring.estimate), "");
+  EXPECT_NE(formatEstimate(autoPlan(64 << 20, cluster(4, 2)).estimate).find("torus2d "),
+            std::string::npos);
 }
 
 }  // namespace

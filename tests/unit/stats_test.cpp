@@ -10,12 +10,12 @@ namespace {
 
 TEST(Stats, ReportShowsPathsReasonsAndBandwidth) {
   Stats stats;
-  stats.record(Reason::kRingAuto, 1 << 20, 4, 1000000);  // 1 MiB in 1 ms on 4 ranks
+  stats.record(Reason::kAutoRing, 1 << 20, 4, 1000000);  // 1 MiB in 1 ms on 4 ranks
   stats.record(Reason::kBelowMinBytes, 8, 0, 0);
   stats.record(Reason::kBelowMinBytes, 8, 0, 0);
   const StatsCounters counters = stats.snapshot();
-  EXPECT_EQ(counters.calls[static_cast<int>(Reason::kRingAuto)], 1u);
-  EXPECT_EQ(counters.busBytes[static_cast<int>(Reason::kRingAuto)], (1u << 20) * 6 / 4);
+  EXPECT_EQ(counters.calls[static_cast<int>(Reason::kAutoRing)], 1u);
+  EXPECT_EQ(counters.busBytes[static_cast<int>(Reason::kAutoRing)], (1u << 20) * 6 / 4);
   const std::string report = formatStatsReport(counters, 1);
   EXPECT_NE(report.find("engine"), std::string::npos) << report;
   EXPECT_NE(report.find(reasonText(Reason::kBelowMinBytes)), std::string::npos) << report;

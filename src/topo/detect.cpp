@@ -1,0 +1,127 @@
+#include "topo/detect.h"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/log.h"
+#include "topo/local_topology.h"
+#include "transport/pmpi_transport.h"
+
+namespace gfshim {
+namespace {
+
+// The probes run once per process; every communicator's setup reuses their result.
+const LocalTopology& localTopology(const Settings& settings) {
+  static std::once_flag once;
+  static LocalTopology local;
+  std::call_once(once, [&settings] { local = loadLocalTopology(settings); });
+  return local;
+}
+
+// The node of this rank by the MPI baseline: the communicator rank of its node's first member.
+Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_split_type", rc);
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  rc = PMPI_Bcast(&rank, 1, MPI_INT, 0, node);
+  PMPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Bcast", rc);
+  *nodeId = rank;
+  return Status::ok();
+}
+
+// The node of this rank by the file's layout (world rank / ranks_per_node), when it describes
+// this world; otherwise false, with a warning from world rank 0.
+bool fileNodeId(const Topology& file, int64_t* nodeId) {
+  int worldRank = 0, worldSize = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  if (static_cast<int64_t>(file.nodes) * file.ranksPerNode != worldSize) {
+    static std::atomic<bool> warned{false};
+    if (worldRank == 0 && !warned.exchange(true)) {
+      GFSHIM_WARN(kConfig,
+                  "GFSHIM_TOPO_FILE describes %d nodes x %d ranks, but the job has %d ranks; "
+                  "the node layout is detected instead",
+                  file.nodes, file.ranksPerNode, worldSize);
+    }
+    return false;
+  }
+  *nodeId = worldRank / file.ranksPerNode;
+  return true;
+}
+
+int64_t hardwareHash(const NodeHardware& hardware) {
+  Topology onlyHardware;
+  onlyHardware.hardware = hardware;
+  return static_cast<int64_t>(std::hash<std::string>()(formatTopology(onlyHardware)) >> 1);
+}
+
+void writeDumpOnce(const Settings& settings, int rank, const Topology& topology) {
+  static std::atomic<bool> written{false};
+  if (settings.topoDump.empty() || rank != 0 || written.exchange(true)) return;
+  std::ofstream file(settings.topoDump);
+  file << formatTopology(topology);
+  if (!file) {
+    GFSHIM_WARN(kConfig, "GFSHIM_TOPO_DUMP='%s' cannot be written", settings.topoDump.c_str());
+  } else {
+    GFSHIM_INFO(kInit, "topology written to GFSHIM_TOPO_DUMP='%s'", settings.topoDump.c_str());
+  }
+}
+
+}  // namespace
+
+Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected) {
+  const LocalTopology& local = localTopology(settings);
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  Topology topology = local.topology;
+
+  int64_t mine[2] = {0, hardwareHash(topology.hardware)};
+  if (!(local.layoutFromFile && fileNodeId(topology, &mine[0]))) {
+    GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(comm, &mine[0]));
+  }
+  std::vector<int64_t> all(2 * static_cast<size_t>(size));
+  int rc = PMPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allgather", rc);
+
+  detected->nodeOfRank.assign(static_cast<size_t>(size), 0);
+  detected->hardwareUniform = true;
+  std::map<int64_t, int> ranksOnNode;
+  for (int r = 0; r < size; ++r) {
+    detected->nodeOfRank[static_cast<size_t>(r)] =
+        static_cast<int>(all[2 * static_cast<size_t>(r)]);
+    ++ranksOnNode[all[2 * static_cast<size_t>(r)]];
+    detected->hardwareUniform &= all[2 * static_cast<size_t>(r) + 1] == mine[1];
+  }
+  topology.nodes = static_cast<int>(ranksOnNode.size());
+  topology.ranksPerNode = ranksOnNode.begin()->second;
+  for (const auto& entry : ranksOnNode) {
+    if (entry.second != topology.ranksPerNode) topology.ranksPerNode = 0;
+  }
+
+  resolveLinkCosts(
+      {settings.intraGbps, settings.intraLatencyUs, settings.interGbps, settings.interLatencyUs},
+      &topology);
+  double links[4] = {topology.intraLink.latencySeconds, topology.interLink.latencySeconds,
+                     -topology.intraLink.bytesPerSecond, -topology.interLink.bytesPerSecond};
+  rc = PMPI_Allreduce(MPI_IN_PLACE, links, 4, MPI_DOUBLE, MPI_MAX, comm);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
+  topology.intraLink = {links[0], -links[2]};
+  topology.interLink = {links[1], -links[3]};
+
+  writeDumpOnce(settings, rank, topology);
+  detected->topology = topology;
+  detected->hardwareSource = local.hardwareSource;
+  detected->transportSource = local.transportSource;
+  return Status::ok();
+}
+
+}  // namespace gfshim

@@ -1,0 +1,40 @@
+// Collective topology detection over a communicator, run once per communicator at its setup
+// (the first engine call). Every rank ends with the same Topology and node map:
+//
+//   node layout   MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) + broadcast of the node's first
+//                 rank + allgather (the MPI baseline, always available), or the layout of
+//                 GFSHIM_TOPO_FILE when its nodes x ranks_per_node equals the world size
+//   hardware      hwloc, probed once per process; the ranks' descriptions are compared, and the
+//                 INFO line says when nodes differ
+//   link costs    GFSHIM_*_GBPS / _LATENCY_US, else the file's links, else UCX's best transport
+//                 per class, else defaults; then agreed with one MAX allreduce (the highest
+//                 latency and the lowest bandwidth of any rank), so the cost model decides
+//                 identically everywhere
+//
+// A probe that is disabled, not built in or failing is reported once per process at INFO, and
+// the MPI baseline and defaults are used.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "topo/topology.h"
+
+namespace gfshim {
+
+struct CommTopology {
+  Topology topology;            // agreed across the communicator's ranks
+  std::vector<int> nodeOfRank;  // per communicator rank; equal ids mean the same node
+  bool hardwareUniform = true;  // every rank described the same node hardware
+  std::string hardwareSource;   // this rank's, see LocalTopology
+  std::string transportSource;
+};
+
+// Collective over `comm`: every rank must call it. MPI errors come back as a Status.
+Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected);
+
+}  // namespace gfshim

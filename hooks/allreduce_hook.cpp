@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "common/log.h"
@@ -108,25 +109,41 @@ int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason re
   return callPmpi(a);
 }
 
+// The start both engine paths share: the communicator's state and the plan on it. Returns true
+// when the engine goes on with *state; otherwise *rc is what the hook returns. The attribute
+// lookup is local and fails only for an invalid communicator, on every rank: the MPI reports
+// that. After it, a failure is reported as an error, never a pass-through: the other ranks may
+// already be on the engine path (invariant 3).
+bool engineState(Runtime& rt, const TypedArgs& a, const CallInfo& call, Plan* plan,
+                 CommState** state, int* rc) {
+  const Status status = rt.registry.stateFor(a.comm, rt.paramsAgree, state);
+  if (!status.isOk()) {
+    *rc = passthrough(rt, a, call, Reason::kInvalidComm);
+    return false;
+  }
+  *plan = planOnComm(*plan, (*state)->facts);
+  if (plan->route == Route::kPassthrough) {
+    *rc = passthrough(rt, a, call, plan->reason);
+    return false;
+  }
+  if (!(*state)->failure.empty()) {
+    *rc = reportError(a.comm, Status::error(StatusCode::kTransportError,
+                                            "an earlier allreduce on this communicator failed (" +
+                                                (*state)->failure + "); its state is unusable",
+                                            MPI_ERR_OTHER));
+    return false;
+  }
+  return true;
+}
+
 // The engine side of a call the policy accepted. Out of line, so the pass-through path of tiny
 // calls keeps a small stack frame.
 __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
                                               Plan plan) {
-  // The attribute lookup is local and fails only for an invalid communicator, on every rank:
-  // the MPI reports that. After it, a failure is reported as an error, never a pass-through:
-  // the other ranks may already be on the engine path (invariant 3).
   CommState* state = nullptr;
-  Status status = rt.registry.stateFor(a.comm, rt.paramsAgree, &state);
-  if (!status.isOk()) return passthrough(rt, a, call, Reason::kInvalidComm);
-  plan = planOnComm(plan, state->facts);
-  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
-  if (!state->failure.empty()) {
-    return reportError(a.comm, Status::error(StatusCode::kTransportError,
-                                             "an earlier allreduce on this communicator failed (" +
-                                                 state->failure + "); its state is unusable",
-                                             MPI_ERR_OTHER));
-  }
-  status = rt.registry.ensureSetUp(a.comm, rt.settings, *state);
+  int rc = MPI_SUCCESS;
+  if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
+  Status status = rt.registry.ensureSetUp(a.comm, rt.settings, *state);
   if (!status.isOk()) {
     state->failure = status.message();
     return reportError(a.comm, status);
@@ -152,11 +169,66 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   return MPI_SUCCESS;
 }
 
+// An MPI_Iallreduce while fusion is on: queued for the communicator's fusion thread, which
+// completes the generalized request returned to the application (engine/fusion_queue.h). Calls
+// the engine cannot reduce (user op, derived datatype; `reason` says which) are queued too, and
+// the thread hands them to PMPI_Allreduce in their place in the queue: so the application's
+// nonblocking collectives on the communicator keep their order, and no MPI nonblocking collective
+// runs beside the fusion thread (Open MPI 4.1's libnbc corrupted memory when it did).
+__attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a,
+                                              const CallInfo& call, Plan plan,
+                                              std::optional<Reason> reason) {
+  CommState* state = nullptr;
+  int rc = MPI_SUCCESS;
+  if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
+  Status status = Status::ok();
+  // No collective here (Iallreduces on different communicators may start in a different order
+  // on every rank): the fusion communicator was made when this communicator was.
+  if (state->fusionComm == MPI_COMM_NULL) return passthrough(rt, a, call, Reason::kFusionNotPrepared);
+  if (!state->fusion) {
+    const FusionSettings fusion{rt.settings, rt.settings.fusionBytes, rt.settings.cycleMs,
+                                rt.timeline.get()};
+    status = FusionQueue::create(state->fusionComm, state->facts.rank, state->facts.size, fusion,
+                                 &rt.stats, &state->fusion);
+  }
+  if (!status.isOk()) {
+    state->failure = status.message();
+    return reportError(a.comm, status);
+  }
+  PendingOp op;
+  op.send = call.inPlace ? a.recv : a.send;
+  op.recv = a.recv;
+  op.count = call.count;
+  op.native = reason.has_value();
+  if (!op.native) {
+    op.dtype = *call.dtype;
+    op.op = *call.op;
+  } else {
+    rt.stats.record(*reason, 0, 0, 0);
+  }
+  op.mpiDatatype = a.dtype;
+  op.mpiOp = a.op;
+  GFSHIM_TRACE(kPolicy, "iallreduce count=%lld -> fusion queue%s", static_cast<long long>(a.count),
+               op.native ? " (reduced by PMPI_Allreduce)" : "");
+  status = state->fusion->enqueue(op, a.request);
+  return status.isOk() ? MPI_SUCCESS : reportError(a.comm, status);
+}
+
 int routeAllreduce(Runtime& rt, const TypedArgs& a) {
   const CallInfo call = describeCall(a);
   const Plan plan = planCall(call, rt.settings);
-  if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
-  return engineAllreduce(rt, a, call, plan);
+  if (plan.route == Route::kPassthrough) {
+    const bool queueNative = call.nonblocking && rt.settings.fusionAvailable &&
+                             a.variant == AllreduceVariant::kNonblocking &&
+                             (plan.reason == Reason::kUserOp ||
+                              plan.reason == Reason::kUnsupportedDatatype);
+    if (!queueNative) return passthrough(rt, a, call, plan.reason);
+    Plan queued = plan;
+    queued.route = Route::kEngine;
+    return queueIallreduce(rt, a, call, queued, plan.reason);
+  }
+  return call.nonblocking ? queueIallreduce(rt, a, call, plan, std::nullopt)
+                          : engineAllreduce(rt, a, call, plan);
 }
 
 }  // namespace

@@ -14,6 +14,16 @@ int PMPI_Iallreduce(const void*, void*, int, RawHandle, RawHandle, RawHandle, vo
 int PMPI_Init(int*, char***);
 int PMPI_Init_thread(int*, char***, int, int*);
 int PMPI_Finalize(void);
+int PMPI_Query_thread(int*);
+int PMPI_Comm_dup(RawHandle, void*);
+int PMPI_Comm_split(RawHandle, int, int, void*);
+int PMPI_Comm_split_type(RawHandle, int, int, RawHandle, void*);
+int PMPI_Comm_create(RawHandle, RawHandle, void*);
+int PMPI_Comm_create_group(RawHandle, RawHandle, int, void*);
+int PMPI_Wait(void*, void*);
+int PMPI_Waitall(int, void*, void*);
+int PMPI_Waitany(int, void*, int*, void*);
+int PMPI_Waitsome(int, void*, int*, int*, void*);
 }
 
 #define GFSHIM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -32,6 +42,11 @@ GFSHIM_EXPORT int MPI_Finalize(void) {
   return gfshim::hooks::foreignMpi() ? PMPI_Finalize() : gfshim::hooks::finalizeHook();
 }
 
+GFSHIM_EXPORT int MPI_Query_thread(int* provided) {
+  return gfshim::hooks::foreignMpi() ? PMPI_Query_thread(provided)
+                                     : gfshim::hooks::queryThreadHook(provided);
+}
+
 GFSHIM_EXPORT int MPI_Allreduce(const void* send, void* recv, int count, RawHandle dtype,
                                 RawHandle op, RawHandle comm) {
   if (gfshim::hooks::foreignMpi()) return PMPI_Allreduce(send, recv, count, dtype, op, comm);
@@ -45,6 +60,53 @@ GFSHIM_EXPORT int MPI_Iallreduce(const void* send, void* recv, int count, RawHan
     return PMPI_Iallreduce(send, recv, count, dtype, op, comm, request);
   return gfshim::hooks::allreduceHook(
       {send, recv, count, dtype, op, comm, request, AllreduceVariant::kNonblocking});
+}
+
+GFSHIM_EXPORT int MPI_Comm_dup(RawHandle comm, void* newcomm) {
+  const int rc = PMPI_Comm_dup(comm, newcomm);
+  return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
+}
+
+GFSHIM_EXPORT int MPI_Comm_split(RawHandle comm, int color, int key, void* newcomm) {
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
+}
+
+GFSHIM_EXPORT int MPI_Comm_split_type(RawHandle comm, int type, int key, RawHandle info,
+                                      void* newcomm) {
+  const int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+  return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
+}
+
+GFSHIM_EXPORT int MPI_Comm_create(RawHandle comm, RawHandle group, void* newcomm) {
+  const int rc = PMPI_Comm_create(comm, group, newcomm);
+  return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
+}
+
+GFSHIM_EXPORT int MPI_Comm_create_group(RawHandle comm, RawHandle group, int tag, void* newcomm) {
+  const int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+  return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
+}
+
+GFSHIM_EXPORT int MPI_Wait(void* request, void* status) {
+  return gfshim::hooks::foreignMpi() ? PMPI_Wait(request, status)
+                                     : gfshim::hooks::waitHook(request, status);
+}
+
+GFSHIM_EXPORT int MPI_Waitall(int count, void* requests, void* statuses) {
+  return gfshim::hooks::foreignMpi() ? PMPI_Waitall(count, requests, statuses)
+                                     : gfshim::hooks::waitallHook(count, requests, statuses);
+}
+
+GFSHIM_EXPORT int MPI_Waitany(int count, void* requests, int* index, void* status) {
+  return gfshim::hooks::foreignMpi() ? PMPI_Waitany(count, requests, index, status)
+                                     : gfshim::hooks::waitanyHook(count, requests, index, status);
+}
+
+GFSHIM_EXPORT int MPI_Waitsome(int count, void* requests, int* outcount, int* indices,
+                               void* statuses) {
+  if (gfshim::hooks::foreignMpi()) return PMPI_Waitsome(count, requests, outcount, indices, statuses);
+  return gfshim::hooks::waitsomeHook(count, requests, outcount, indices, statuses);
 }
 
 #ifdef GFSHIM_HAVE_BIGCOUNT

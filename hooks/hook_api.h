@@ -43,6 +43,14 @@ inline bool foreignMpi() noexcept {
 int initHook(int* argc, char*** argv) noexcept;
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept;
 int finalizeHook() noexcept;
+int queryThreadHook(int* provided) noexcept;
 int allreduceHook(const RawAllreduceArgs& args) noexcept;
+// After the application made a communicator (`comm` is its MPI_Comm*): returns `rc`.
+int commCreatedHook(int rc, void* comm) noexcept;
+// Requests and statuses travel as untyped pointers (MPI_Request*, MPI_Status*).
+int waitHook(void* request, void* status) noexcept;
+int waitallHook(int count, void* requests, void* statuses) noexcept;
+int waitanyHook(int count, void* requests, int* index, void* status) noexcept;
+int waitsomeHook(int count, void* requests, int* outcount, int* indices, void* statuses) noexcept;
 
 }  // namespace gfshim::hooks

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "topo/detect.h"
 #include "hooks/hook_api.h"
 #include "hooks/runtime.h"
 #include "version.h"
@@ -77,21 +78,29 @@ int64_t diagnosticsHash(const Config& config) {
 
 // Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters and the
 // same parameter problems, whether any rank wants the statistics report, and whether every rank
-// could set up: one allreduce of MIN over [h, -h, d, -d, -stats, -failed]. Rank 0 has already
+// could set up, and whether every rank has MPI_THREAD_MULTIPLE for the fusion threads: one
+// allreduce of MIN over [h, -h, d, -d, -stats, -failed, -noThreads]. Rank 0 has already
 // printed its own problems; a rank whose problems or parameters differ from rank 0's prints its
 // own, so a mistake on one rank is never silent and the common case prints once. Returns whether
 // the shim may be active (on every rank alike).
 bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   const int64_t plan = rt.config.planHash();
   const int64_t problems = diagnosticsHash(rt.config);
-  int64_t local[6] = {plan, -plan, problems, -problems, rt.settings.stats ? -1 : 0, setUp ? 0 : -1};
-  int64_t agreed[6] = {};
-  PMPI_Allreduce(local, agreed, 6, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  int64_t local[7] = {plan,          -plan, problems, -problems, rt.settings.stats ? -1 : 0,
+                      setUp ? 0 : -1, rt.threadMultiple ? 0 : -1};
+  int64_t agreed[7] = {};
+  PMPI_Allreduce(local, agreed, 7, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   rt.paramsAgree = agreed[0] == -agreed[1];
   const bool problemsAgree = agreed[2] == -agreed[3];
   const bool anyProblems = agreed[2] != 0 || agreed[3] != 0;
   rt.statsWanted = agreed[4] != 0;
   const bool allSetUp = agreed[5] == 0;
+  rt.settings.fusionAvailable = rt.settings.fusion && agreed[6] == 0;
+  if (rt.settings.fusion && !rt.settings.fusionAvailable && rt.worldRank == 0) {
+    GFSHIM_INFO(kInit,
+                "MPI_Iallreduce passes through: the fusion thread needs MPI_THREAD_MULTIPLE, which "
+                "the MPI did not provide on every rank");
+  }
 
   if (!rt.paramsAgree || !problemsAgree) {
     int64_t root[2] = {plan, problems};
@@ -123,11 +132,22 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   return allSetUp;
 }
 
-void startRuntime() {
+// Reads the parameters before PMPI_Init: whether the fusion threads will run decides the thread
+// level the shim asks the MPI for.
+void loadConfig() {
   Runtime& rt = runtime();
   rt.config = Config::load(configInputsFromProcess());
   rt.settings = settingsFrom(rt.config);
   setLogFilter(rt.settings.log);
+}
+
+bool wantsProgressThreads() {
+  const Settings& settings = runtime().settings;
+  return settings.enable && settings.fusion;
+}
+
+void startRuntime() {
+  Runtime& rt = runtime();
   PMPI_Comm_rank(MPI_COMM_WORLD, &rt.worldRank);
   PMPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize);
   setLogRank(rt.worldRank);
@@ -141,6 +161,10 @@ void startRuntime() {
     GFSHIM_WARN(kInit, "cannot set up communicator state: %s", started.message().c_str());
   }
   if (!agreeAcrossRanks(rt, started.isOk())) return;
+  if (!rt.settings.timeline.empty()) rt.timeline = Timeline::open(rt.settings.timeline, rt.worldRank);
+  const Status node = learnWorldNode();
+  if (!node.isOk()) GFSHIM_WARN(kInit, "cannot learn this rank's node: %s", node.message().c_str());
+  if (rt.settings.fusionAvailable) prepareFusionOn(rt, MPI_COMM_WORLD);
   if (rt.worldRank == 0) {
     GFSHIM_INFO(kInit, "libgfshim %s active on %d ranks (built for %s); %s", kGfshimVersion,
                 rt.worldSize, kBuiltFor, rt.config.planSummary().c_str());
@@ -156,6 +180,7 @@ void reportStats(Runtime& rt) {
   PMPI_Reduce(local.bytes, summed.bytes, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   PMPI_Reduce(local.busBytes, summed.busBytes, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   PMPI_Reduce(local.nanos, summed.nanos, kN, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local.fusion, summed.fusion, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rt.worldRank == 0) {
     const std::string report = formatStatsReport(summed, rt.worldSize);
     std::fwrite(report.data(), 1, report.size(), stderr);
@@ -182,10 +207,39 @@ bool detail::checkFlavourOnce() noexcept {
   return foreign;
 }
 
-int initHook(int* argc, char*** argv) noexcept { return afterInit(PMPI_Init(argc, argv)); }
+// With fusion on, both init hooks ask PMPI for MPI_THREAD_MULTIPLE and remember the level the
+// application would have got (MPI_Init: MPI_THREAD_SINGLE, as both MPIs give; MPI_Init_thread:
+// what it required, capped by what the MPI provides), which the MPI_Query_thread hook reports.
+int initHook(int* argc, char*** argv) noexcept {
+  loadConfig();
+  if (!wantsProgressThreads()) return afterInit(PMPI_Init(argc, argv));
+  int provided = MPI_THREAD_SINGLE;
+  const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  runtime().threadMultiple = provided == MPI_THREAD_MULTIPLE;
+  runtime().applicationThreadLevel = MPI_THREAD_SINGLE;
+  return afterInit(rc);
+}
 
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept {
-  return afterInit(PMPI_Init_thread(argc, argv, required, provided));
+  loadConfig();
+  if (!wantsProgressThreads() || required == MPI_THREAD_MULTIPLE) {
+    const int rc = PMPI_Init_thread(argc, argv, required, provided);
+    runtime().threadMultiple = *provided == MPI_THREAD_MULTIPLE;
+    return afterInit(rc);
+  }
+  int got = MPI_THREAD_SINGLE;
+  const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &got);
+  runtime().threadMultiple = got == MPI_THREAD_MULTIPLE;
+  *provided = got < required ? got : required;
+  runtime().applicationThreadLevel = *provided;
+  return afterInit(rc);
+}
+
+int queryThreadHook(int* provided) noexcept {
+  const int level = runtime().applicationThreadLevel;
+  if (level < 0) return PMPI_Query_thread(provided);
+  *provided = level;
+  return MPI_SUCCESS;
 }
 
 int finalizeHook() noexcept {
@@ -193,8 +247,10 @@ int finalizeHook() noexcept {
   if (rt.active.exchange(false)) {
     ReentryGuard guard;
     try {
+      FusionQueue::stopAll();  // queued Iallreduces complete first, and count in the report
       if (rt.statsWanted) reportStats(rt);
       rt.registry.stop();
+      rt.timeline.reset();
     } catch (...) {
       GFSHIM_WARN(kStats, "teardown failed");
     }

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 
 #include "config/config.h"
 #include "engine/comm_registry.h"
 #include "engine/stats.h"
+#include "engine/timeline.h"
 
 namespace gfshim::hooks {
 
@@ -16,13 +18,21 @@ struct Runtime {
   Settings settings;
   CommRegistry registry;
   Stats stats;
+  std::unique_ptr<Timeline> timeline;  // GFSHIM_TIMELINE
   bool paramsAgree = false;  // plan-relevant parameters equal on every rank of MPI_COMM_WORLD
   bool statsWanted =
       false;  // some rank asked for GFSHIM_STATS (agreed, so the report is collective)
+  // The thread level the application asked for and would have got without the shim, which
+  // MPI_Query_thread reports; -1 when the shim did not change what it asked PMPI for.
+  int applicationThreadLevel = -1;
+  bool threadMultiple = false;  // PMPI provided MPI_THREAD_MULTIPLE (for the fusion threads)
   int worldRank = -1;
   int worldSize = 0;
   std::atomic<bool> active{false};  // MPI_Init went through the hook and the shim is set up
 };
+
+// Collective over `comm`: makes its fusion communicator where the engine may run on it.
+void prepareFusionOn(Runtime& rt, MPI_Comm comm);
 
 namespace detail {
 extern Runtime* const gRuntime;

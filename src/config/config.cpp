@@ -460,8 +460,12 @@ Settings settingsFrom(const Config& config) {
   settings.torusY = static_cast<int>(config.value(Param::TORUS_DIMS).number & 0xffffffffu);
   settings.log.level = static_cast<LogLevel>(config.choice(Param::DEBUG));
   settings.log.subsysMask = config.mask(Param::DEBUG_SUBSYS);
+  settings.fusion = config.flag(Param::FUSION);
+  settings.fusionBytes = config.bytes(Param::FUSION_BYTES);
+  settings.cycleMs = config.value(Param::CYCLE_MS).decimal;
   settings.topoFile = config.text(Param::TOPO_FILE);
   settings.topoDump = config.text(Param::TOPO_DUMP);
+  settings.timeline = config.text(Param::TIMELINE);
   settings.probeHwloc = (config.mask(Param::TOPO_DETECT) & 1u) != 0;  // order of ACCEPTED
   settings.probeUcx = (config.mask(Param::TOPO_DETECT) & 2u) != 0;
   settings.intraGbps = config.value(Param::INTRA_GBPS).decimal;

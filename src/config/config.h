@@ -102,8 +102,15 @@ struct Settings {
   uint64_t segmentBytes = 0;
   int torusX = 0;  // GFSHIM_TORUS_DIMS; 0 x 0 when unset
   int torusY = 0;
+  bool fusion = true;          // GFSHIM_FUSION
+  uint64_t fusionBytes = 0;    // GFSHIM_FUSION_BYTES
+  double cycleMs = 0;          // GFSHIM_CYCLE_MS
+  // Not a parameter: set by the init hook when every rank got MPI_THREAD_MULTIPLE for the
+  // fusion progress threads.
+  bool fusionAvailable = false;
   std::string topoFile;    // GFSHIM_TOPO_FILE: replaces detection; empty: detect
   std::string topoDump;    // GFSHIM_TOPO_DUMP: where rank 0 writes what was detected
+  std::string timeline;    // GFSHIM_TIMELINE: trace path prefix; empty: none
   bool probeHwloc = true;  // GFSHIM_TOPO_DETECT
   bool probeUcx = true;
   // GFSHIM_{INTRA,INTER}_{GBPS,LATENCY_US}; 0: detected (UCX), else the built-in default

@@ -35,7 +35,9 @@ bool spansWorlds(MPI_Comm comm, int size) {
 }  // namespace
 
 CommState::~CommState() {
+  fusion.reset();  // completes what is still queued
   transport.reset();
+  if (fusionComm != MPI_COMM_NULL) PMPI_Comm_free(&fusionComm);
   if (privateComm != MPI_COMM_NULL) PMPI_Comm_free(&privateComm);
 }
 
@@ -85,32 +87,45 @@ Status createPrivateComm(MPI_Comm comm, int rank, MPI_Comm* privateComm) {
   return Status::ok();
 }
 
+Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
+                      std::optional<TorusGrid>* torusGrid) {
+  CommTopology detected;
+  GFSHIM_RETURN_IF_ERROR(detectTopology(comm, settings, &detected));
+  const Topology& topology = detected.topology;
+  facts->nodes = topology.nodes;
+  facts->ranksPerNode = topology.ranksPerNode;
+  facts->intraLink = topology.intraLink;
+  facts->interLink = topology.interLink;
+  std::string why;
+  const std::optional<TorusGrid> nodeGrid =
+      torusGridFromNodes(facts->rank, detected.nodeOfRank, &why);
+  *torusGrid = settings.torusX > 0
+                   ? torusGridFromDims(facts->rank, facts->size, {settings.torusX, settings.torusY})
+                   : nodeGrid;
+  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s", facts->size,
+              describeTopology(topology).c_str(), nodeGrid ? "" : "; no node grid: ",
+              nodeGrid ? "" : why.c_str());
+  if (!detected.hardwareUniform && facts->rank == 0) {
+    GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
+  }
+  return Status::ok();
+}
+
+Status CommRegistry::prepareFusion(MPI_Comm comm, CommState& state) {
+  if (state.fusionComm != MPI_COMM_NULL) return Status::ok();
+  return createPrivateComm(comm, state.facts.rank, &state.fusionComm);
+}
+
 Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state) {
   if (state.transport) return Status::ok();
   if (state.privateComm == MPI_COMM_NULL) {
     GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts.rank, &state.privateComm));
   }
-  CommTopology detected;
-  GFSHIM_RETURN_IF_ERROR(detectTopology(state.privateComm, settings, &detected));
-  const Topology& topology = detected.topology;
-  state.facts.nodes = topology.nodes;
-  state.facts.ranksPerNode = topology.ranksPerNode;
-  state.facts.intraLink = topology.intraLink;
-  state.facts.interLink = topology.interLink;
-  std::string why;
-  const std::optional<TorusGrid> nodeGrid =
-      torusGridFromNodes(state.facts.rank, detected.nodeOfRank, &why);
-  state.torusGrid = settings.torusX > 0 ? torusGridFromDims(state.facts.rank, state.facts.size,
-                                                            {settings.torusX, settings.torusY})
-                                        : nodeGrid;
+  if (settings.fusionAvailable) GFSHIM_RETURN_IF_ERROR(prepareFusion(comm, state));
+  GFSHIM_RETURN_IF_ERROR(
+      describeOnComm(state.privateComm, settings, &state.facts, &state.torusGrid));
   state.transport =
       std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
-  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s", state.facts.size,
-              describeTopology(topology).c_str(),
-              nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
-  if (!detected.hardwareUniform && state.facts.rank == 0) {
-    GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
-  }
   return Status::ok();
 }
 

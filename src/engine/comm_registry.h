@@ -15,6 +15,7 @@
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
+#include "engine/fusion_queue.h"
 #include "engine/policy.h"
 #include "transport/pmpi_transport.h"
 
@@ -32,9 +33,19 @@ struct CommState {
   std::unique_ptr<PmpiTransport> transport;
   Workspace workspace;
   std::set<std::pair<uint64_t, DType>> loggedShapes;  // (bytes, dtype) already logged at INFO
+  // The communicator of the fusion thread, made by prepareFusion where all ranks make it at the
+  // same point (MPI_Init for MPI_COMM_WORLD, the communicator-creating hooks, the first engine
+  // call); the queue and its thread start at the first eligible MPI_Iallreduce.
+  MPI_Comm fusionComm = MPI_COMM_NULL;
+  std::unique_ptr<FusionQueue> fusion;
 
   ~CommState();
 };
+
+// Collective over `comm`: detects the topology (src/topo/detect.h) into `facts` (whose rank and
+// size are already set) and builds the torus grid; logs the result at INFO.
+Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
+                      std::optional<TorusGrid>* torusGrid);
 
 class CommRegistry {
  public:
@@ -46,6 +57,9 @@ class CommRegistry {
   // shim's traffic, detects the topology (src/topo/detect.h) into the facts, and builds the
   // torus grid.
   Status ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state);
+  // Collective over `comm`: creates the fusion thread's communicator (MPI_Comm_split, see
+  // createPrivateComm) unless it exists.
+  Status prepareFusion(MPI_Comm comm, CommState& state);
   // Drops the state of the predefined communicators; call before PMPI_Finalize.
   void stop();
 

@@ -35,6 +35,8 @@ const char* reasonText(Reason reason) {
       return "ring (auto: lowest predicted time)";
     case Reason::kAutoTorus:
       return "torus2d (auto: lowest predicted time)";
+    case Reason::kFused:
+      return "MPI_Iallreduce fused: buckets reduced by the engine";
     case Reason::kTorusOnNodes:
       return "torus2d (GFSHIM_ALGO=torus2d, rows are nodes)";
     case Reason::kTorusOnForcedDims:
@@ -51,8 +53,12 @@ const char* reasonText(Reason reason) {
       return "GFSHIM_ENABLE=0";
     case Reason::kParamsDisagree:
       return "GFSHIM parameters differ across ranks";
-    case Reason::kNonblocking:
-      return "MPI_Iallreduce (fusion not implemented yet)";
+    case Reason::kFusionOff:
+      return "MPI_Iallreduce with GFSHIM_FUSION=0";
+    case Reason::kFusionUnavailable:
+      return "MPI_Iallreduce: no MPI_THREAD_MULTIPLE for the fusion thread";
+    case Reason::kFusionNotPrepared:
+      return "MPI_Iallreduce on a communicator not made by a hooked call (fused after its first engine MPI_Allreduce)";
     case Reason::kInvalidCount:
       return "negative count (erroneous; the MPI reports it)";
     case Reason::kEmpty:
@@ -91,18 +97,27 @@ bool isEngineReason(Reason reason) { return reason <= Reason::kRingTorusDegenera
 Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!settings.enable) return passthrough(Reason::kDisabled);
   if (call.nullComm) return passthrough(Reason::kInvalidComm);
-  if (call.nonblocking) return passthrough(Reason::kNonblocking);
+  if (call.nonblocking && !settings.fusion) return passthrough(Reason::kFusionOff);
+  if (call.nonblocking && !settings.fusionAvailable) return passthrough(Reason::kFusionUnavailable);
   if (call.count < 0) return passthrough(Reason::kInvalidCount);
   if (call.count == 0) return passthrough(Reason::kEmpty);
   if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);
   if (!call.op) return passthrough(Reason::kUserOp);
   if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
-  if (call.bytes() < settings.minBytes) return passthrough(Reason::kBelowMinBytes);
+  // Fusion exists for small tensors: GFSHIM_MIN_BYTES applies to blocking calls only.
+  if (!call.nonblocking && call.bytes() < settings.minBytes) {
+    return passthrough(Reason::kBelowMinBytes);
+  }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
   if (buffersOverlap(call)) return passthrough(Reason::kOverlappingBuffers);
   if (settings.algo == AlgoChoice::kNative) return passthrough(Reason::kAlgoNative);
   Plan plan;
   plan.route = Route::kEngine;
+  if (call.nonblocking) {
+    // Queued; each bucket's algorithm is chosen when the bucket is reduced (fusion_queue.h).
+    plan.reason = Reason::kFused;
+    return plan;
+  }
   if (settings.algo == AlgoChoice::kTorus2d) {
     plan.algo = Algo::kTorus2d;
     plan.reason = Reason::kTorusOnNodes;  // provisional: chooseAlgorithm checks the grid

@@ -24,6 +24,7 @@ struct Stats::ThreadBlock {
   std::atomic<uint64_t> bytes[kReasonCount] = {};
   std::atomic<uint64_t> busBytes[kReasonCount] = {};
   std::atomic<uint64_t> nanos[kReasonCount] = {};
+  std::atomic<uint64_t> fusion[3] = {};
   const Stats* owner = nullptr;
   ThreadBlock* next = nullptr;
 };
@@ -80,6 +81,13 @@ void Stats::record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos) 
   if (nanos != 0) bump(block->nanos[i], nanos);
 }
 
+void Stats::recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos) {
+  ThreadBlock* block = blockOfThisThread();
+  bump(block->fusion[kFusionRounds], rounds);
+  bump(block->fusion[kFusionOps], ops);
+  bump(block->fusion[kFusionQueuedNanos], queuedNanos);
+}
+
 StatsCounters Stats::snapshot() const {
   StatsCounters out;
   for (ThreadBlock* block = blocks_.load(std::memory_order_acquire); block != nullptr;
@@ -90,6 +98,7 @@ StatsCounters Stats::snapshot() const {
       out.busBytes[i] += block->busBytes[i].load(std::memory_order_relaxed);
       out.nanos[i] += block->nanos[i].load(std::memory_order_relaxed);
     }
+    for (int i = 0; i < 3; ++i) out.fusion[i] += block->fusion[i].load(std::memory_order_relaxed);
   }
   return out;
 }
@@ -126,6 +135,20 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
                     static_cast<unsigned long long>(summed.calls[i]),
                     humanBytes(static_cast<double>(summed.bytes[i])).c_str(), "-", "-", "-");
     }
+    report += line;
+  }
+  const uint64_t fusedOps = summed.fusion[kFusionOps];
+  if (fusedOps > 0) {
+    const uint64_t buckets = summed.calls[static_cast<int>(Reason::kFused)];
+    std::snprintf(line, sizeof(line),
+                  "GFSHIM STATS fusion       %llu operations in %llu buckets (%.1f per bucket), "
+                  "%llu negotiation rounds, %.3f ms mean time from MPI_Iallreduce to completion\n",
+                  static_cast<unsigned long long>(fusedOps),
+                  static_cast<unsigned long long>(buckets),
+                  buckets > 0 ? static_cast<double>(fusedOps) / static_cast<double>(buckets) : 0.0,
+                  static_cast<unsigned long long>(summed.fusion[kFusionRounds]),
+                  static_cast<double>(summed.fusion[kFusionQueuedNanos]) * 1e-6 /
+                      static_cast<double>(fusedOps));
     report += line;
   }
   std::snprintf(line, sizeof(line),

@@ -19,7 +19,11 @@ struct StatsCounters {
   uint64_t bytes[kReasonCount] = {};     // payload: count x datatype size
   uint64_t busBytes[kReasonCount] = {};  // bytes x 2(p-1)/p, for bus bandwidth as nccl-tests
   uint64_t nanos[kReasonCount] = {};     // engine time; after the reduction the slowest rank's
+  // Lazy fusion (summed over ranks): negotiation rounds, operations completed, and the total
+  // time operations spent between MPI_Iallreduce and completion.
+  uint64_t fusion[3] = {};
 };
+enum FusionCounter { kFusionRounds, kFusionOps, kFusionQueuedNanos };
 
 class Stats {
  public:
@@ -30,6 +34,8 @@ class Stats {
 
   // `commSize` and `nanos` only matter for engine calls (0 for pass-through).
   void record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos);
+  // Lazy fusion, from the progress threads.
+  void recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos);
   StatsCounters snapshot() const;
 
   struct ThreadBlock;  // opaque; defined in stats.cpp

@@ -24,7 +24,15 @@ const LocalTopology& localTopology(const Settings& settings) {
 }
 
 // The node of this rank by the MPI baseline: the communicator rank of its node's first member.
+// This rank's node as the world rank of its node's first rank, once learnWorldNode has run.
+std::atomic<int64_t> gWorldNode{-1};
+
 Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId) {
+  const int64_t worldNode = gWorldNode.load(std::memory_order_acquire);
+  if (worldNode >= 0) {
+    *nodeId = worldNode;
+    return Status::ok();
+  }
   MPI_Comm node = MPI_COMM_NULL;
   int rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_split_type", rc);
@@ -76,6 +84,13 @@ void writeDumpOnce(const Settings& settings, int rank, const Topology& topology)
 }
 
 }  // namespace
+
+Status learnWorldNode() {
+  int64_t node = 0;
+  GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(MPI_COMM_WORLD, &node));
+  gWorldNode.store(node, std::memory_order_release);
+  return Status::ok();
+}
 
 Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected) {
   const LocalTopology& local = localTopology(settings);

@@ -34,6 +34,12 @@ struct CommTopology {
   std::string transportSource;
 };
 
+// Collective over MPI_COMM_WORLD, once, from the init hook: learns this rank's node
+// (MPI_COMM_TYPE_SHARED), so that detectTopology afterwards creates no communicator. The fusion
+// threads detect on their own communicators while the application may be creating its own, and
+// Open MPI 4.1 hung when threads created communicators concurrently (ompi_comm_nextcid).
+Status learnWorldNode();
+
 // Collective over `comm`: every rank must call it. MPI errors come back as a Status.
 Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected);
 

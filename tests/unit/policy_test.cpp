@@ -57,6 +57,9 @@ TEST(Policy, PassthroughTable) {
   };
   Settings disabled = settings();
   disabled.enable = false;
+  Settings noFusion = settings();
+  noFusion.fusion = false;
+  noFusion.fusionAvailable = true;
   CommFacts inter = comm(4);
   inter.interComm = true;
   CommFacts spanning = comm(4);
@@ -65,8 +68,12 @@ TEST(Policy, PassthroughTable) {
   disagreeing.paramsAgree = false;
   const Case cases[] = {
       {"disabled", floatSum(1024), disabled, comm(4), Reason::kDisabled},
-      {"nonblocking", with(floatSum(1024), [](CallInfo& c) { c.nonblocking = true; }), settings(),
-       comm(4), Reason::kNonblocking},
+      {"nonblocking without MPI_THREAD_MULTIPLE",
+       with(floatSum(1024), [](CallInfo& c) { c.nonblocking = true; }), settings(), comm(4),
+       Reason::kFusionUnavailable},
+      {"nonblocking with GFSHIM_FUSION=0",
+       with(floatSum(1024), [](CallInfo& c) { c.nonblocking = true; }), noFusion, comm(4),
+       Reason::kFusionOff},
       {"negative count", floatSum(-1), settings(0), comm(4), Reason::kInvalidCount},
       {"empty", floatSum(0), settings(0), comm(4), Reason::kEmpty},
       {"derived type", with(floatSum(1024), [](CallInfo& c) { c.dtype.reset(); }), settings(),
@@ -139,6 +146,22 @@ TEST(Policy, EveryReasonHasText) {
   for (int i = 0; i < kReasonCount; ++i) {
     EXPECT_STRNE(reasonText(static_cast<Reason>(i)), "?") << i;
   }
+}
+
+TEST(Policy, IallreducesOfAnySizeAreFusedWhenTheThreadCanRun) {
+  Settings s = settings(1 << 20);
+  s.fusionAvailable = true;
+  CallInfo tiny = floatSum(1);
+  tiny.nonblocking = true;
+  const Plan plan = planOnComm(planCall(tiny, s), comm(4));
+  EXPECT_EQ(plan.route, Route::kEngine);
+  EXPECT_EQ(plan.reason, Reason::kFused);
+  // ... but never on one rank, nor the calls the engine cannot reduce.
+  EXPECT_EQ(decide(tiny, s, comm(1)), Reason::kSingleRank);
+  tiny.op.reset();
+  EXPECT_EQ(decide(tiny, s, comm(4)), Reason::kUserOp);
+  // Blocking calls keep GFSHIM_MIN_BYTES.
+  EXPECT_EQ(decide(floatSum(1), s, comm(4)), Reason::kBelowMinBytes);
 }
 
 // GFSHIM_ALGO=auto: the cost model's lowest prediction wins, from agreed facts only.

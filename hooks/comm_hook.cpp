@@ -1,0 +1,46 @@
+// Communicators the application makes (MPI_Comm_dup, _split, _split_type, _create,
+// _create_group): the shim makes each one's fusion communicator at once, inside the same call,
+// where every member is by definition. Making it later, at the communicator's first
+// MPI_Iallreduce, would put a collective inside a nonblocking call: ranks that start Iallreduces
+// on two communicators in different orders would deadlock, and Open MPI 4.1 hung with a
+// nonblocking MPI_Comm_idup pending beside a blocking communicator creation.
+#include <mpi.h>
+
+#include "common/log.h"
+#include "hooks/hook_api.h"
+#include "hooks/mpi_handles.h"
+#include "hooks/runtime.h"
+
+namespace gfshim::hooks {
+
+void prepareFusionOn(Runtime& rt, MPI_Comm comm) {
+  CommState* state = nullptr;
+  Status status = rt.registry.stateFor(comm, rt.paramsAgree, &state);
+  if (!status.isOk()) return;
+  const CommFacts& facts = state->facts;
+  // The same answer on every member: no fusion where the engine never runs.
+  if (facts.interComm || facts.spansWorlds || facts.size < 2 || !facts.paramsAgree) return;
+  status = rt.registry.prepareFusion(comm, *state);
+  if (!status.isOk()) {
+    GFSHIM_WARN(kEngine, "no fusion on a new communicator: %s", status.message().c_str());
+  }
+}
+
+int commCreatedHook(int rc, void* rawComm) noexcept {
+  Runtime& rt = runtime();
+  if (rc != MPI_SUCCESS || !rt.active.load(std::memory_order_acquire) ||
+      !rt.settings.fusionAvailable || ReentryGuard::inside()) {
+    return rc;
+  }
+  const MPI_Comm comm = *static_cast<MPI_Comm*>(rawComm);
+  if (comm == MPI_COMM_NULL) return rc;
+  ReentryGuard guard;
+  try {
+    prepareFusionOn(rt, comm);
+  } catch (...) {
+    GFSHIM_WARN(kEngine, "no fusion on a new communicator: unexpected exception");
+  }
+  return rc;
+}
+
+}  // namespace gfshim::hooks

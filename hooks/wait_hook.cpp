@@ -1,0 +1,97 @@
+// MPI_Wait / MPI_Waitall / MPI_Waitany / MPI_Waitsome while fused Iallreduces are in flight.
+//
+// The MPIs' Wait functions spin. A rank's fusion thread usually shares a core with the application
+// thread (Open MPI binds a rank to one core at np <= 2), so an application spinning in MPI_Wait
+// on a fused request starved the very thread that completes it: each bucket then waited for a
+// scheduler time slice (20 ms per burst of ten small Iallreduces at np 2, against 0.17 ms
+// native). While fused operations are in flight these hooks instead test the requests with the
+// matching MPI_Test function and, until it succeeds, sleep until the next fused completion (or
+// a short timeout, so that the application's own requests are still seen promptly). Semantics are
+// those of the Test functions, which the standard defines to match the Wait functions. With no
+// fused operation in flight they forward to PMPI at the cost of one atomic load.
+#include <mpi.h>
+
+#include <chrono>
+
+#include "engine/fusion_queue.h"
+#include "hooks/hook_api.h"
+#include "hooks/runtime.h"
+
+namespace gfshim::hooks {
+namespace {
+
+// How long a waiting application thread sleeps before it tests its requests again when no fused
+// operation completes: bounds the extra latency of the application's own requests.
+constexpr std::chrono::microseconds kRecheck{100};
+
+// Polls `test` (an MPI_Test* call writing whether the wait is over) until it succeeds, sleeping
+// between polls; once no fused operation is in flight, hands over to `wait` (the blocking form).
+template <typename Test, typename Wait>
+int waitWhileFusing(Test test, Wait wait) {
+  if (ReentryGuard::inside() || FusionCompletions::inFlight() == 0) return wait();
+  const FusionCompletions::ApplicationWaiting waiting;
+  for (;;) {
+    const uint64_t seen = FusionCompletions::generation();
+    if (FusionCompletions::inFlight() == 0) return wait();
+    bool done = false;
+    const int rc = test(&done);
+    if (rc != MPI_SUCCESS || done) return rc;
+    FusionCompletions::waitForNext(seen, kRecheck);
+  }
+}
+
+}  // namespace
+
+int waitHook(void* rawRequest, void* rawStatus) noexcept {
+  auto* request = static_cast<MPI_Request*>(rawRequest);
+  auto* status = static_cast<MPI_Status*>(rawStatus);
+  return waitWhileFusing(
+      [&](bool* done) {
+        int flag = 0;
+        const int rc = PMPI_Test(request, &flag, status);
+        *done = flag != 0;
+        return rc;
+      },
+      [&] { return PMPI_Wait(request, status); });
+}
+
+int waitallHook(int count, void* rawRequests, void* rawStatuses) noexcept {
+  auto* requests = static_cast<MPI_Request*>(rawRequests);
+  auto* statuses = static_cast<MPI_Status*>(rawStatuses);
+  return waitWhileFusing(
+      [&](bool* done) {
+        int flag = 0;
+        const int rc = PMPI_Testall(count, requests, &flag, statuses);
+        *done = flag != 0;
+        return rc;
+      },
+      [&] { return PMPI_Waitall(count, requests, statuses); });
+}
+
+int waitanyHook(int count, void* rawRequests, int* index, void* rawStatus) noexcept {
+  auto* requests = static_cast<MPI_Request*>(rawRequests);
+  auto* status = static_cast<MPI_Status*>(rawStatus);
+  return waitWhileFusing(
+      [&](bool* done) {
+        int flag = 0;
+        const int rc = PMPI_Testany(count, requests, index, &flag, status);
+        *done = flag != 0;
+        return rc;
+      },
+      [&] { return PMPI_Waitany(count, requests, index, status); });
+}
+
+int waitsomeHook(int count, void* rawRequests, int* outcount, int* indices,
+                 void* rawStatuses) noexcept {
+  auto* requests = static_cast<MPI_Request*>(rawRequests);
+  auto* statuses = static_cast<MPI_Status*>(rawStatuses);
+  return waitWhileFusing(
+      [&](bool* done) {
+        const int rc = PMPI_Testsome(count, requests, outcount, indices, statuses);
+        *done = *outcount != 0;  // MPI_UNDEFINED (no active request) ends the wait too
+        return rc;
+      },
+      [&] { return PMPI_Waitsome(count, requests, outcount, indices, statuses); });
+}
+
+}  // namespace gfshim::hooks

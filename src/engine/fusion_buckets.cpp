@@ -1,0 +1,37 @@
+#include "engine/fusion_buckets.h"
+
+#include <utility>
+
+namespace gfshim {
+
+std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes) {
+  // Groups in order of first appearance; each holds the index of its open (last) bucket.
+  std::vector<std::pair<std::pair<DType, RedOp>, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    const std::pair<DType, RedOp> key{taken[i].dtype, taken[i].op};
+    size_t g = 0;
+    while (g < groups.size() && groups[g].first != key) ++g;
+    if (g == groups.size()) groups.push_back({key, {}});
+    groups[g].second.push_back(i);
+  }
+  std::vector<FusionBucket> buckets;
+  for (const auto& [key, members] : groups) {
+    FusionBucket open;
+    for (size_t index : members) {
+      const uint64_t bytes = taken[index].bytes();
+      if (!open.ops.empty() && open.bytes + bytes > fusionBytes) {
+        buckets.push_back(std::move(open));
+        open = FusionBucket();
+      }
+      open.dtype = key.first;
+      open.op = key.second;
+      open.ops.push_back(index);
+      open.bytes += bytes;
+      open.count += taken[index].count;
+    }
+    if (!open.ops.empty()) buckets.push_back(std::move(open));
+  }
+  return buckets;
+}
+
+}  // namespace gfshim

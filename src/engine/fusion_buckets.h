@@ -1,0 +1,42 @@
+// Lazy allreduce, the pure part: which queued MPI_Iallreduce operations are reduced together.
+//
+// A negotiation round (engine/fusion_queue.h) agrees how many operations every rank takes from
+// the head of its queue: the minimum of the ranks' queue lengths. Because every rank starts its
+// Iallreduces on a communicator in the same order with matching counts, datatypes and ops, the
+// first `take` operations are the same operations on every rank, and packBuckets, a function of
+// their (count, datatype, op) alone, cuts them into the same buckets everywhere.
+//
+// Buckets: operations are grouped by (datatype, op) in order of first appearance, keeping queue
+// order inside a group, and a group is cut whenever the next operation would take the bucket past
+// `fusionBytes`. An operation larger than `fusionBytes` gets a bucket of its own (it is never
+// split). A bucket of one operation is reduced straight from the user's buffers; larger buckets
+// are packed into one contiguous buffer, reduced, and unpacked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/types.h"
+
+namespace gfshim {
+
+// What bucket packing needs to know of a queued operation.
+struct FusibleOp {
+  int64_t count = 0;
+  DType dtype = DType::kByte;
+  RedOp op = RedOp::kSum;
+  uint64_t bytes() const { return static_cast<uint64_t>(count) * dtypeBytes(dtype); }
+};
+
+struct FusionBucket {
+  DType dtype = DType::kByte;
+  RedOp op = RedOp::kSum;
+  std::vector<size_t> ops;  // indices into the taken operations, in queue order
+  uint64_t bytes = 0;       // sum of the operations' bytes
+  int64_t count = 0;        // sum of the operations' counts
+};
+
+std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes);
+
+}  // namespace gfshim

@@ -1,0 +1,402 @@
+#include "engine/fusion_queue.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+#include "engine/comm_registry.h"
+#include "engine/execute.h"
+#include "engine/fusion_buckets.h"
+
+namespace gfshim {
+
+struct GrequestResult {
+  std::atomic<int> error{MPI_SUCCESS};
+  std::atomic<int> owners{2};  // the request (until MPI's free function) and the progress thread
+};
+
+namespace {
+
+struct CompletionSignal {
+  std::atomic<int64_t> inFlight{0};
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int> applicationsWaiting{0};
+  std::mutex mutex;
+  std::condition_variable changed;
+};
+
+// Every queue alive, for FusionQueue::stopAll.
+struct LiveQueues {
+  std::mutex mutex;
+  std::vector<FusionQueue*> queues;
+};
+
+LiveQueues& liveQueues() {
+  static LiveQueues* const live = new LiveQueues();
+  return *live;
+}
+
+CompletionSignal& completionSignal() {
+  static CompletionSignal* const signal = new CompletionSignal();  // outlives every thread
+  return *signal;
+}
+
+void release(GrequestResult* result) {
+  if (result->owners.fetch_sub(1, std::memory_order_acq_rel) == 1) delete result;
+}
+
+// The generalized request's callbacks. MPI calls query after completion, from the thread that
+// completes the request in Wait/Test; free once, when the request is freed.
+int queryResult(void* state, MPI_Status* status) {
+  auto* result = static_cast<GrequestResult*>(state);
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  const int error = result->error.load(std::memory_order_acquire);
+  status->MPI_ERROR = error;
+  return error;
+}
+
+int freeResult(void* state) {
+  release(static_cast<GrequestResult*>(state));
+  return MPI_SUCCESS;
+}
+
+// A queued collective cannot be withdrawn on one rank alone.
+int refuseCancel(void*, int) { return MPI_SUCCESS; }
+
+}  // namespace
+
+int64_t FusionCompletions::inFlight() {
+  return completionSignal().inFlight.load(std::memory_order_acquire);
+}
+
+uint64_t FusionCompletions::generation() {
+  return completionSignal().generation.load(std::memory_order_acquire);
+}
+
+void FusionCompletions::waitForNext(uint64_t seen, std::chrono::microseconds timeout) {
+  CompletionSignal& signal = completionSignal();
+  std::unique_lock<std::mutex> lock(signal.mutex);
+  signal.changed.wait_for(lock, timeout, [&] {
+    return signal.generation.load(std::memory_order_acquire) != seen;
+  });
+}
+
+FusionCompletions::ApplicationWaiting::ApplicationWaiting() {
+  CompletionSignal& signal = completionSignal();
+  {
+    std::lock_guard<std::mutex> lock(signal.mutex);
+    signal.applicationsWaiting.fetch_add(1, std::memory_order_acq_rel);
+  }
+  signal.changed.notify_all();
+}
+
+FusionCompletions::ApplicationWaiting::~ApplicationWaiting() {
+  completionSignal().applicationsWaiting.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void FusionCompletions::gatherBurst(std::chrono::microseconds cycle) {
+  CompletionSignal& signal = completionSignal();
+  std::unique_lock<std::mutex> lock(signal.mutex);
+  signal.changed.wait_for(lock, cycle, [&] {
+    return signal.applicationsWaiting.load(std::memory_order_acquire) > 0;
+  });
+}
+
+void FusionCompletions::queued() {
+  completionSignal().inFlight.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void FusionCompletions::completed(size_t count) {
+  CompletionSignal& signal = completionSignal();
+  {
+    std::lock_guard<std::mutex> lock(signal.mutex);
+    signal.generation.fetch_add(1, std::memory_order_acq_rel);
+    signal.inFlight.fetch_sub(static_cast<int64_t>(count), std::memory_order_acq_rel);
+  }
+  signal.changed.notify_all();
+}
+
+Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettings& settings,
+                           Stats* stats, std::unique_ptr<FusionQueue>* queue) {
+  std::unique_ptr<FusionQueue> created(new FusionQueue());
+  created->comm_ = comm;
+  created->facts_.rank = rank;
+  created->facts_.size = size;
+  created->settings_ = settings;
+  created->settings_.settings.minBytes = 0;  // a bucket is reduced whatever its size
+  created->stats_ = stats;
+  created->thread_ = std::thread([raw = created.get()] { raw->run(); });
+  {
+    LiveQueues& live = liveQueues();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.queues.push_back(created.get());
+  }
+  *queue = std::move(created);
+  return Status::ok();
+}
+
+Status FusionQueue::setUp() {
+  GFSHIM_RETURN_IF_ERROR(describeOnComm(comm_, settings_.settings, &facts_, &grid_));
+  transport_ = std::make_unique<PmpiTransport>(comm_, facts_.rank, facts_.size);
+  return Status::ok();
+}
+
+void FusionQueue::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FusionQueue::stopAll() {
+  LiveQueues& live = liveQueues();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (FusionQueue* queue : live.queues) queue->stop();
+}
+
+FusionQueue::~FusionQueue() {
+  {
+    LiveQueues& live = liveQueues();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.queues.erase(std::remove(live.queues.begin(), live.queues.end(), this), live.queues.end());
+  }
+  stop();
+}
+
+Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
+  op.result = new GrequestResult();
+  const int rc = PMPI_Grequest_start(queryResult, freeResult, refuseCancel, op.result, request);
+  if (rc != MPI_SUCCESS) {
+    delete op.result;
+    return mpiErrorStatus("PMPI_Grequest_start", rc);
+  }
+  op.request = *request;
+  op.queuedAt = std::chrono::steady_clock::now();
+  static std::atomic<uint64_t> nextId{1};
+  op.id = nextId.fetch_add(1, std::memory_order_relaxed);
+  if (settings_.timeline) {
+    settings_.timeline->queued(op.id, op.native ? op.count : op.count * static_cast<int64_t>(dtypeBytes(op.dtype)));
+  }
+  FusionCompletions::queued();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(op);
+  }
+  wake_.notify_one();
+  return Status::ok();
+}
+
+Status FusionQueue::negotiate(int64_t queued, int64_t* minQueued, int64_t* maxQueued) {
+  int64_t values[2] = {queued, -queued};
+  const int rc = PMPI_Allreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MIN, comm_);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
+  *minQueued = values[0];
+  *maxQueued = -values[1];
+  return Status::ok();
+}
+
+Status FusionQueue::reduceBucket(const std::vector<PendingOp>& taken, const FusionBucket& bucket) {
+  CallInfo call;
+  call.count = bucket.count;
+  call.dtype = bucket.dtype;
+  call.op = bucket.op;
+  const PendingOp& first = taken[bucket.ops.front()];
+  const bool single = bucket.ops.size() == 1;
+  std::byte* packed = nullptr;
+  if (!single) {
+    packed = packed_.reserve(bucket.bytes);
+    if (packed == nullptr) return Status::error(StatusCode::kOutOfMemory, "no memory for a bucket");
+  }
+  call.inPlace = !single || first.send == first.recv;
+  call.sendAddress = reinterpret_cast<uintptr_t>(single ? first.send : packed);
+  call.recvAddress = reinterpret_cast<uintptr_t>(single ? first.recv : packed);
+  Plan plan = planOnComm(planCall(call, settings_.settings), facts_);
+  plan = chooseAlgorithm(plan, facts_, settings_.settings, bucket.bytes);
+
+  const std::string size = "\"bytes\": " + std::to_string(bucket.bytes) +
+                           ", \"operations\": " + std::to_string(bucket.ops.size());
+  size_t offset = 0;
+  if (!single) {
+    const TimelinePhase phase(settings_.timeline, "pack", size);
+    for (size_t index : bucket.ops) {
+      const PendingOp& op = taken[index];
+      const size_t bytes = static_cast<size_t>(op.count) * dtypeBytes(op.dtype);
+      std::memcpy(packed + offset, op.send, bytes);
+      offset += bytes;
+    }
+  }
+  const void* send = single ? first.send : packed;
+  void* recv = single ? first.recv : packed;
+  const auto start = std::chrono::steady_clock::now();
+  const bool native = plan.route == Route::kPassthrough && call.count <= INT32_MAX;
+  std::optional<TimelinePhase> reducePhase;
+  reducePhase.emplace(
+      settings_.timeline,
+      native ? "reduce native" : plan.algo == Algo::kTorus2d ? "reduce torus2d" : "reduce ring",
+      size);
+  if (native) {
+    // The cost model prefers the MPI's own algorithm for this bucket.
+    const int rc = PMPI_Allreduce(call.inPlace ? MPI_IN_PLACE : send, recv,
+                                  static_cast<int>(call.count), first.mpiDatatype, first.mpiOp,
+                                  comm_);
+    if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
+  } else {
+    if (plan.route == Route::kPassthrough) {  // too large for PMPI_Allreduce's int count
+      plan.route = Route::kEngine;
+      plan.algo = Algo::kRing;
+      plan.segmentBytes = settings_.settings.segmentBytes;
+    }
+    GFSHIM_RETURN_IF_ERROR(executePlan(plan, call, *transport_, workspace_, send, recv,
+                                       grid_ ? &*grid_ : nullptr));
+  }
+  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  stats_->record(Reason::kFused, bucket.bytes, facts_.size, static_cast<uint64_t>(nanos));
+  reducePhase.reset();
+  if (!single) {
+    const TimelinePhase phase(settings_.timeline, "unpack", size);
+    offset = 0;
+    for (size_t index : bucket.ops) {
+      const PendingOp& op = taken[index];
+      const size_t bytes = static_cast<size_t>(op.count) * dtypeBytes(op.dtype);
+      std::memcpy(op.recv, packed + offset, bytes);
+      offset += bytes;
+    }
+  }
+  return Status::ok();
+}
+
+// Native operations keep their place; the engine's operations between two of them are packed
+// into buckets.
+Status FusionQueue::reduceTaken(std::vector<PendingOp>& taken) {
+  size_t start = 0;
+  while (start < taken.size()) {
+    if (taken[start].native) {
+      reduceNative(taken[start]);
+      ++start;
+      continue;
+    }
+    size_t end = start;
+    std::vector<FusibleOp> shapes;
+    for (; end < taken.size() && !taken[end].native; ++end) {
+      shapes.push_back({taken[end].count, taken[end].dtype, taken[end].op});
+    }
+    const std::vector<PendingOp> run(taken.begin() + static_cast<std::ptrdiff_t>(start),
+                                     taken.begin() + static_cast<std::ptrdiff_t>(end));
+    for (const FusionBucket& bucket : packBuckets(shapes, settings_.fusionBytes)) {
+      GFSHIM_RETURN_IF_ERROR(reduceBucket(run, bucket));
+    }
+    start = end;
+  }
+  return Status::ok();
+}
+
+void FusionQueue::reduceNative(PendingOp& op) {
+  const TimelinePhase phase(settings_.timeline, "reduce native (PMPI_Allreduce)");
+  op.nativeError = PMPI_Allreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv,
+                                  static_cast<int>(op.count), op.mpiDatatype, op.mpiOp, comm_);
+}
+
+void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) {
+  int error = MPI_SUCCESS;
+  if (!status.isOk()) {
+    error = status.mpiError() != MPI_SUCCESS ? status.mpiError() : MPI_ERR_INTERN;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  uint64_t queuedNanos = 0;
+  for (PendingOp& op : taken) {
+    queuedNanos += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - op.queuedAt).count());
+    op.result->error.store(op.nativeError != MPI_SUCCESS ? op.nativeError : error,
+                           std::memory_order_release);
+    PMPI_Grequest_complete(op.request);
+    release(op.result);
+  }
+  FusionCompletions::completed(taken.size());
+  stats_->recordFusion(0, taken.size(), queuedNanos);
+}
+
+void FusionQueue::run() {
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // the short sleeps between rounds stay short
+  {
+    const TimelinePhase phase(settings_.timeline, "setup");
+    const Status status = setUp();
+    if (!status.isOk()) {
+      failure_ = status.message();
+      GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s", failure_.c_str());
+    }
+  }
+  bool paused = true;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (paused) {
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and every rank's queue was empty
+      }
+    }
+    if (paused && settings_.cycleMs > 0) {
+      FusionCompletions::gatherBurst(
+          std::chrono::microseconds(static_cast<int64_t>(settings_.cycleMs * 1000)));
+    }
+    int64_t queued = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queued = static_cast<int64_t>(queue_.size());
+    }
+    int64_t take = 0, most = 0;
+    Status status = Status::error(StatusCode::kTransportError, failure_);
+    if (failure_.empty()) {
+      const TimelinePhase phase(settings_.timeline, "negotiate",
+                                "\"queued\": " + std::to_string(queued));
+      status = negotiate(queued, &take, &most);
+    }
+    if (!status.isOk()) {
+      // Without a working round the ranks cannot agree any more: fail what is queued.
+      take = queued;
+      most = queued;
+    }
+    stats_->recordFusion(1, 0, 0);
+    std::vector<PendingOp> taken;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      taken.assign(queue_.begin(), queue_.begin() + take);
+      queue_.erase(queue_.begin(), queue_.begin() + take);
+    }
+    if (settings_.timeline) {
+      for (const PendingOp& op : taken) settings_.timeline->dequeued(op.id);
+    }
+    if (status.isOk() && !taken.empty()) {
+      status = reduceTaken(taken);
+      if (!status.isOk()) {
+        failure_ = status.message();
+        GFSHIM_WARN(kEngine, "fused allreduce failed: %s", failure_.c_str());
+      }
+    }
+    if (!taken.empty()) {
+      const TimelinePhase phase(settings_.timeline, "complete",
+                                "\"operations\": " + std::to_string(taken.size()));
+      complete(taken, status);
+    }
+    // take == most: every rank's queue held exactly these operations, so all are empty now
+    // (apart from calls posted since, which wake the thread again): pause without the extra,
+    // empty round that would otherwise confirm it (agreed values, so every rank pauses alike).
+    paused = take == most;
+    if (take == 0 && most > 0) {
+      // A peer has not posted the operations this rank holds yet: do not spin on rounds.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace gfshim

@@ -1,0 +1,66 @@
+#include "engine/timeline.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace gfshim {
+namespace {
+
+int64_t nowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+long threadId() { return static_cast<long>(syscall(SYS_gettid)); }
+
+}  // namespace
+
+std::unique_ptr<Timeline> Timeline::open(const std::string& path, int rank) {
+  const std::string name = path + "." + std::to_string(rank) + ".json";
+  FILE* file = std::fopen(name.c_str(), "w");
+  if (file == nullptr) {
+    GFSHIM_WARN(kConfig, "GFSHIM_TIMELINE: cannot write '%s'; no timeline", name.c_str());
+    return nullptr;
+  }
+  std::fputs("{\"traceEvents\": [\n", file);
+  return std::unique_ptr<Timeline>(new Timeline(file, rank));
+}
+
+Timeline::~Timeline() {
+  std::fputs("\n]}\n", file_);
+  std::fclose(file_);
+}
+
+void Timeline::event(const char* phase, const std::string& name, const std::string& extra) {
+  char head[160];
+  std::snprintf(head, sizeof head, "{\"ph\": \"%s\", \"pid\": %d, \"tid\": %ld, \"ts\": %lld, ",
+                phase, rank_, threadId(), static_cast<long long>(nowMicros()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::fputs(first_ ? "" : ",\n", file_);
+  first_ = false;
+  std::fputs(head, file_);
+  std::fprintf(file_, "\"name\": \"%s\"%s}", name.c_str(), extra.c_str());
+}
+
+void Timeline::begin(const std::string& name, const std::string& args) {
+  event("B", name, args.empty() ? "" : ", \"args\": {" + args + "}");
+}
+
+void Timeline::end(const std::string& name) { event("E", name, ""); }
+
+void Timeline::queued(uint64_t id, int64_t bytes) {
+  event("b", "queue",
+        ", \"cat\": \"fusion\", \"id\": " + std::to_string(id) +
+            ", \"args\": {\"bytes\": " + std::to_string(bytes) + "}");
+}
+
+void Timeline::dequeued(uint64_t id) {
+  event("e", "queue", ", \"cat\": \"fusion\", \"id\": " + std::to_string(id));
+}
+
+}  // namespace gfshim

@@ -1,0 +1,61 @@
+// GFSHIM_TIMELINE: a Chrome / Perfetto trace of the lazy allreduce, like Horovod's timeline. Each
+// rank writes PATH.<world rank>.json ({"traceEvents": [...]}, pid = world rank, tid = thread,
+// timestamps in microseconds of the system clock, so the files of one machine line up; merge
+// them by concatenating their event arrays). Events: each operation's stay in its queue as an
+// async span ("b"/"e", id = operation), and on the communicator's progress thread the phases
+// setup, negotiate, pack, reduce (named after the algorithm: ring, torus2d, native), unpack and
+// complete as nested begin/end events ("B"/"E").
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace gfshim {
+
+class Timeline {
+ public:
+  // Opens PATH.<rank>.json; nullptr, with a warning, when it cannot be written.
+  static std::unique_ptr<Timeline> open(const std::string& path, int rank);
+  ~Timeline();  // ends the JSON document
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // A phase on the calling thread; `args` is a JSON object's members ("\"bytes\": 4"), or empty.
+  void begin(const std::string& name, const std::string& args = "");
+  void end(const std::string& name);
+  // An operation's time in the queue.
+  void queued(uint64_t id, int64_t bytes);
+  void dequeued(uint64_t id);
+
+ private:
+  Timeline(FILE* file, int rank) : file_(file), rank_(rank) {}
+  void event(const char* phase, const std::string& name, const std::string& extra);
+
+  std::mutex mutex_;
+  FILE* file_;
+  int rank_;
+  bool first_ = true;
+};
+
+// Begin and end of a phase on a timeline that may be absent (nullptr: nothing is recorded).
+class TimelinePhase {
+ public:
+  TimelinePhase(Timeline* timeline, std::string name, const std::string& args = "")
+      : timeline_(timeline), name_(std::move(name)) {
+    if (timeline_) timeline_->begin(name_, args);
+  }
+  ~TimelinePhase() {
+    if (timeline_) timeline_->end(name_);
+  }
+  TimelinePhase(const TimelinePhase&) = delete;
+  TimelinePhase& operator=(const TimelinePhase&) = delete;
+
+ private:
+  Timeline* timeline_;
+  std::string name_;
+};
+
+}  // namespace gfshim

@@ -24,6 +24,11 @@ if [[ -x $root/build-mpich/bench/request_cost ]]; then
 fi
 for np in 2 4; do
   echo
+  echo "## latency-bound burst (ten 1 KiB tensors), shared memory, Open MPI, $np ranks"
+  mpirun -np "$np" -x LD_PRELOAD="$shim" "$replay" -m burst10x1K -n 200 -w 10
+done
+for np in 2 4; do
+  echo
   echo "## shared memory, Open MPI, $np ranks"
   mpirun -np "$np" -x LD_PRELOAD="$shim" -x GFSHIM_STATS=1 "$replay" -m all -n "$iterations" -w 1 -o 1.2 2>&1 |
     grep -vE 'GFSHIM STATS (over|path|summary|passthrough)'

@@ -34,4 +34,12 @@ std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint6
   return buckets;
 }
 
+RoundDecision decideRound(int64_t minQueued, int64_t maxQueued) {
+  RoundDecision decision;
+  decision.take = minQueued;
+  decision.pause = minQueued == maxQueued;
+  decision.backOff = minQueued == 0 && maxQueued > 0;
+  return decision;
+}
+
 }  // namespace gfshim

@@ -39,4 +39,16 @@ struct FusionBucket {
 
 std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes);
 
+// The agreement rule of a round, from the agreed minimum and maximum of the ranks' queue lengths:
+// every rank takes `take` = min operations from the head of its queue; `pause` when that leaves
+// every queue empty (min == max), so the thread sleeps until the next MPI_Iallreduce instead of
+// running a confirming round; `backOff` when some rank has posted nothing yet (min == 0 < max),
+// so the next round waits a little. Agreed inputs, so every rank decides alike.
+struct RoundDecision {
+  int64_t take = 0;
+  bool pause = false;
+  bool backOff = false;
+};
+RoundDecision decideRound(int64_t minQueued, int64_t maxQueued);
+
 }  // namespace gfshim

@@ -354,18 +354,20 @@ void FusionQueue::run() {
       std::lock_guard<std::mutex> lock(mutex_);
       queued = static_cast<int64_t>(queue_.size());
     }
-    int64_t take = 0, most = 0;
+    int64_t least = 0, most = 0;
     Status status = Status::error(StatusCode::kTransportError, failure_);
     if (failure_.empty()) {
       const TimelinePhase phase(settings_.timeline, "negotiate",
                                 "\"queued\": " + std::to_string(queued));
-      status = negotiate(queued, &take, &most);
+      status = negotiate(queued, &least, &most);
     }
     if (!status.isOk()) {
       // Without a working round the ranks cannot agree any more: fail what is queued.
-      take = queued;
+      least = queued;
       most = queued;
     }
+    const RoundDecision round = decideRound(least, most);
+    const int64_t take = round.take;
     stats_->recordFusion(1, 0, 0);
     std::vector<PendingOp> taken;
     {
@@ -388,11 +390,8 @@ void FusionQueue::run() {
                                 "\"operations\": " + std::to_string(taken.size()));
       complete(taken, status);
     }
-    // take == most: every rank's queue held exactly these operations, so all are empty now
-    // (apart from calls posted since, which wake the thread again): pause without the extra,
-    // empty round that would otherwise confirm it (agreed values, so every rank pauses alike).
-    paused = take == most;
-    if (take == 0 && most > 0) {
+    paused = round.pause;  // calls posted since the round wake the thread again
+    if (round.backOff) {
       // A peer has not posted the operations this rank holds yet: do not spin on rounds.
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }

@@ -39,10 +39,10 @@
 //     waited for a scheduler time slice. The Wait hooks (hooks/wait_hook.cpp) therefore sleep
 //     on FusionCompletions while fused operations are in flight (0.5-0.6 ms per such burst),
 //     and a round that empties every queue ends the rounds without a confirming empty round,
-//     which a peer spinning in some other MPI call would again delay (0.06 ms per burst with
-//     gradient_replay -m burst10x1K, native 0.02 ms; 4.2 ms with the confirming round).
-//     For real gradient traffic fusion wins: ResNet-50's 161 tensors in 38.5 ms against 338 ms
-//     for native per-tensor Iallreduce (8.8x).
+//     which a peer spinning in some other MPI call would again delay (0.05-0.06 ms per burst
+//     with gradient_replay -m burst10x1K, native 0.01-0.02 ms; 4.2 ms with the confirming
+//     round). For real gradient traffic fusion wins: ResNet-50's 161 tensors in 55 ms against
+//     468 ms for native per-tensor Iallreduce (8.4x; 3.4x on 4 emulated nodes x 2 ranks).
 //   - Rounds use blocking PMPI_Allreduce, not PMPI_Iallreduce + PMPI_Test: Open MPI 4.1's
 //     libnbc segfaulted (NBC_Progress) when the thread tested its Iallreduce while the
 //     application's own nonblocking collectives progressed.

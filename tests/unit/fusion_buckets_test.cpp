@@ -1,10 +1,14 @@
-// Bucket packing of the lazy allreduce (engine/fusion_buckets.h): grouping by (datatype, op) in
-// order of first appearance, the byte cut, oversized operations, and that every operation lands
-// in exactly one bucket with the bucket's sums right.
+// The pure part of the lazy allreduce (engine/fusion_buckets.h): bucket packing (grouping by
+// (datatype, op) in order of first appearance, the byte cut, oversized operations, every
+// operation in exactly one bucket with the bucket's sums right) and the agreement rule of a
+// round, also run as a protocol over ranks that post the same calls at random times.
 #include "engine/fusion_buckets.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -81,6 +85,75 @@ TEST(FusionBuckets, RandomQueuesCoverEveryOperationOnceWithinTheLimit) {
     for (int times : seen) EXPECT_EQ(times, 1);
     // A function of the shapes alone: the same queue packs the same way (every rank agrees).
     EXPECT_EQ(members(packBuckets(ops, limit)), members(buckets));
+  }
+}
+
+TEST(FusionRounds, TakeTheMinimumPauseWhenEveryQueueIsEmptiedBackOffWhenARankHasNothing) {
+  const RoundDecision idle = decideRound(0, 0);
+  EXPECT_EQ(idle.take, 0);
+  EXPECT_TRUE(idle.pause);
+  EXPECT_FALSE(idle.backOff);
+  const RoundDecision even = decideRound(3, 3);
+  EXPECT_EQ(even.take, 3);
+  EXPECT_TRUE(even.pause);
+  const RoundDecision uneven = decideRound(2, 5);
+  EXPECT_EQ(uneven.take, 2);
+  EXPECT_FALSE(uneven.pause);
+  EXPECT_FALSE(uneven.backOff);
+  const RoundDecision late = decideRound(0, 4);
+  EXPECT_EQ(late.take, 0);
+  EXPECT_FALSE(late.pause);
+  EXPECT_TRUE(late.backOff);
+}
+
+// Ranks post the same sequence of calls, each at its own random pace, while rounds run on the
+// agreed minimum and maximum (a round happens whenever some rank's thread is awake: a paused
+// thread wakes when its queue is not empty). Every rank must take the same calls in the same
+// rounds and in posting order, nothing may be taken twice or lost, and the rounds must end
+// paused once everything is posted.
+TEST(FusionRounds, RanksPostingAtRandomTimesTakeTheSameCallsInOrder) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int ranks = 1 + static_cast<int>(rng() % 6);
+    const int calls = static_cast<int>(rng() % 40);
+    std::vector<int> posted(static_cast<size_t>(ranks), 0), taken(static_cast<size_t>(ranks), 0);
+    std::vector<std::vector<std::vector<int>>> rounds(static_cast<size_t>(ranks));
+    bool paused = true;
+    for (int step = 0; step < 100000; ++step) {
+      for (int r = 0; r < ranks; ++r) {  // each rank posts 0..2 more calls
+        int& p = posted[static_cast<size_t>(r)];
+        p = std::min(calls, p + static_cast<int>(rng() % 3));
+      }
+      bool anyQueued = false;
+      int64_t least = INT64_MAX, most = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const int64_t queued = posted[static_cast<size_t>(r)] - taken[static_cast<size_t>(r)];
+        anyQueued |= queued > 0;
+        least = std::min(least, queued);
+        most = std::max(most, queued);
+      }
+      if (paused && !anyQueued) {
+        bool allPosted = true;
+        for (int p : posted) allPosted &= p == calls;
+        if (allPosted) break;
+        continue;  // every thread sleeps until a call is posted
+      }
+      const RoundDecision round = decideRound(least, most);
+      for (int r = 0; r < ranks; ++r) {
+        std::vector<int> ids;
+        for (int64_t k = 0; k < round.take; ++k) ids.push_back(taken[static_cast<size_t>(r)]++);
+        rounds[static_cast<size_t>(r)].push_back(ids);
+      }
+      paused = round.pause;
+    }
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_EQ(taken[static_cast<size_t>(r)], calls) << "trial " << trial << " rank " << r;
+      EXPECT_EQ(rounds[static_cast<size_t>(r)], rounds[0]) << "trial " << trial << " rank " << r;
+    }
+    int expected = 0;
+    for (const std::vector<int>& ids : rounds[0]) {
+      for (int id : ids) EXPECT_EQ(id, expected++);
+    }
   }
 }
 

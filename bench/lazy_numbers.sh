@@ -27,11 +27,17 @@ for np in 2 4; do
   echo "## latency-bound burst (ten 1 KiB tensors), shared memory, Open MPI, $np ranks"
   mpirun -np "$np" -x LD_PRELOAD="$shim" "$replay" -m burst10x1K -n 200 -w 10
 done
-for np in 2 4; do
-  echo
-  echo "## shared memory, Open MPI, $np ranks"
-  mpirun -np "$np" -x LD_PRELOAD="$shim" -x GFSHIM_STATS=1 "$replay" -m all -n "$iterations" -w 1 -o 1.2 2>&1 |
-    grep -vE 'GFSHIM STATS (over|path|summary|passthrough)'
+# Open MPI's default binding (a core per rank at np 2, a package at np 4) and no binding: native
+# per-tensor Iallreduce depends strongly on it.
+for binding in default none; do
+  bind=()
+  [[ $binding == none ]] && bind=(--bind-to none)
+  for np in 2 4; do
+    echo
+    echo "## shared memory, Open MPI, $np ranks, binding: $binding"
+    mpirun -np "$np" "${bind[@]}" -x LD_PRELOAD="$shim" -x GFSHIM_STATS=1 "$replay" -m all -n "$iterations" -w 1 -o 1.2 2>&1 |
+      grep -vE 'GFSHIM STATS (over|path|summary|passthrough)'
+  done
 done
 if [[ $(id -u) -eq 0 ]] && ip netns list >/dev/null 2>&1; then
   cluster=$root/bench/emulated_cluster.sh

@@ -186,8 +186,7 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a,
   // on every rank): the fusion communicator was made when this communicator was.
   if (state->fusionComm == MPI_COMM_NULL) return passthrough(rt, a, call, Reason::kFusionNotPrepared);
   if (!state->fusion) {
-    const FusionSettings fusion{rt.settings, rt.settings.fusionBytes, rt.settings.cycleMs,
-                                rt.timeline.get()};
+    const FusionSettings fusion{rt.settings, rt.timeline.get()};
     status = FusionQueue::create(state->fusionComm, state->facts.rank, state->facts.size, fusion,
                                  &rt.stats, &state->fusion);
   }

@@ -7,8 +7,8 @@
 #include <mpi.h>
 
 #include "common/log.h"
+#include "engine/policy.h"
 #include "hooks/hook_api.h"
-#include "hooks/mpi_handles.h"
 #include "hooks/runtime.h"
 
 namespace gfshim::hooks {
@@ -17,9 +17,10 @@ void prepareFusionOn(Runtime& rt, MPI_Comm comm) {
   CommState* state = nullptr;
   Status status = rt.registry.stateFor(comm, rt.paramsAgree, &state);
   if (!status.isOk()) return;
-  const CommFacts& facts = state->facts;
   // The same answer on every member: no fusion where the engine never runs.
-  if (facts.interComm || facts.spansWorlds || facts.size < 2 || !facts.paramsAgree) return;
+  Plan engine;
+  engine.route = Route::kEngine;
+  if (planOnComm(engine, state->facts).route == Route::kPassthrough) return;
   status = rt.registry.prepareFusion(comm, *state);
   if (!status.isOk()) {
     GFSHIM_WARN(kEngine, "no fusion on a new communicator: %s", status.message().c_str());

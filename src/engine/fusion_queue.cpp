@@ -184,7 +184,7 @@ Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
   static std::atomic<uint64_t> nextId{1};
   op.id = nextId.fetch_add(1, std::memory_order_relaxed);
   if (settings_.timeline) {
-    settings_.timeline->queued(op.id, op.native ? op.count : op.count * static_cast<int64_t>(dtypeBytes(op.dtype)));
+    settings_.timeline->queued(op.id, op.native ? op.count : static_cast<int64_t>(op.bytes()));
   }
   FusionCompletions::queued();
   {
@@ -204,12 +204,12 @@ Status FusionQueue::negotiate(int64_t queued, int64_t* minQueued, int64_t* maxQu
   return Status::ok();
 }
 
-Status FusionQueue::reduceBucket(const std::vector<PendingOp>& taken, const FusionBucket& bucket) {
+Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucket) {
   CallInfo call;
   call.count = bucket.count;
   call.dtype = bucket.dtype;
   call.op = bucket.op;
-  const PendingOp& first = taken[bucket.ops.front()];
+  const PendingOp& first = run[bucket.ops.front()];
   const bool single = bucket.ops.size() == 1;
   std::byte* packed = nullptr;
   if (!single) {
@@ -228,10 +228,8 @@ Status FusionQueue::reduceBucket(const std::vector<PendingOp>& taken, const Fusi
   if (!single) {
     const TimelinePhase phase(settings_.timeline, "pack", size);
     for (size_t index : bucket.ops) {
-      const PendingOp& op = taken[index];
-      const size_t bytes = static_cast<size_t>(op.count) * dtypeBytes(op.dtype);
-      std::memcpy(packed + offset, op.send, bytes);
-      offset += bytes;
+      std::memcpy(packed + offset, run[index].send, run[index].bytes());
+      offset += run[index].bytes();
     }
   }
   const void* send = single ? first.send : packed;
@@ -267,10 +265,8 @@ Status FusionQueue::reduceBucket(const std::vector<PendingOp>& taken, const Fusi
     const TimelinePhase phase(settings_.timeline, "unpack", size);
     offset = 0;
     for (size_t index : bucket.ops) {
-      const PendingOp& op = taken[index];
-      const size_t bytes = static_cast<size_t>(op.count) * dtypeBytes(op.dtype);
-      std::memcpy(op.recv, packed + offset, bytes);
-      offset += bytes;
+      std::memcpy(run[index].recv, packed + offset, run[index].bytes());
+      offset += run[index].bytes();
     }
   }
   return Status::ok();
@@ -291,10 +287,8 @@ Status FusionQueue::reduceTaken(std::vector<PendingOp>& taken) {
     for (; end < taken.size() && !taken[end].native; ++end) {
       shapes.push_back({taken[end].count, taken[end].dtype, taken[end].op});
     }
-    const std::vector<PendingOp> run(taken.begin() + static_cast<std::ptrdiff_t>(start),
-                                     taken.begin() + static_cast<std::ptrdiff_t>(end));
-    for (const FusionBucket& bucket : packBuckets(shapes, settings_.fusionBytes)) {
-      GFSHIM_RETURN_IF_ERROR(reduceBucket(run, bucket));
+    for (const FusionBucket& bucket : packBuckets(shapes, settings_.settings.fusionBytes)) {
+      GFSHIM_RETURN_IF_ERROR(reduceBucket(&taken[start], bucket));
     }
     start = end;
   }
@@ -345,9 +339,9 @@ void FusionQueue::run() {
         if (queue_.empty()) return;  // stopping, and every rank's queue was empty
       }
     }
-    if (paused && settings_.cycleMs > 0) {
+    if (paused && settings_.settings.cycleMs > 0) {
       FusionCompletions::gatherBurst(
-          std::chrono::microseconds(static_cast<int64_t>(settings_.cycleMs * 1000)));
+          std::chrono::microseconds(static_cast<int64_t>(settings_.settings.cycleMs * 1000)));
     }
     int64_t queued = 0;
     {

@@ -101,12 +101,11 @@ struct PendingOp {
   GrequestResult* result = nullptr;
   std::chrono::steady_clock::time_point queuedAt;
   uint64_t id = 0;  // for the timeline
+  size_t bytes() const { return static_cast<size_t>(count) * dtypeBytes(dtype); }  // not native
 };
 
 struct FusionSettings {
-  Settings settings;    // the agreed settings, for the bucket's plan
-  uint64_t fusionBytes = 0;
-  double cycleMs = 0;
+  Settings settings;  // the agreed settings: buckets' plans, fusionBytes, cycleMs
   Timeline* timeline = nullptr;  // GFSHIM_TIMELINE; nullptr: none
 };
 
@@ -165,7 +164,8 @@ class FusionQueue {
   Status setUp();
   Status negotiate(int64_t queued, int64_t* minQueued, int64_t* maxQueued);
   Status reduceTaken(std::vector<PendingOp>& taken);
-  Status reduceBucket(const std::vector<PendingOp>& taken, const struct FusionBucket& bucket);
+  // `run` points at the first operation of the run of engine operations `bucket` indexes into.
+  Status reduceBucket(const PendingOp* run, const struct FusionBucket& bucket);
   void reduceNative(PendingOp& op);
   void complete(std::vector<PendingOp>& taken, const Status& status);
 

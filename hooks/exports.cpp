@@ -24,6 +24,10 @@ int PMPI_Wait(void*, void*);
 int PMPI_Waitall(int, void*, void*);
 int PMPI_Waitany(int, void*, int*, void*);
 int PMPI_Waitsome(int, void*, int*, int*, void*);
+int PMPI_Test(void*, int*, void*);
+int PMPI_Testall(int, void*, int*, void*);
+int PMPI_Testany(int, void*, int*, int*, void*);
+int PMPI_Testsome(int, void*, int*, int*, void*);
 }
 
 #define GFSHIM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -107,6 +111,27 @@ GFSHIM_EXPORT int MPI_Waitsome(int count, void* requests, int* outcount, int* in
                                void* statuses) {
   if (gfshim::hooks::foreignMpi()) return PMPI_Waitsome(count, requests, outcount, indices, statuses);
   return gfshim::hooks::waitsomeHook(count, requests, outcount, indices, statuses);
+}
+
+GFSHIM_EXPORT int MPI_Test(void* request, int* flag, void* status) {
+  return gfshim::hooks::foreignMpi() ? PMPI_Test(request, flag, status)
+                                     : gfshim::hooks::testHook(request, flag, status);
+}
+
+GFSHIM_EXPORT int MPI_Testall(int count, void* requests, int* flag, void* statuses) {
+  return gfshim::hooks::foreignMpi() ? PMPI_Testall(count, requests, flag, statuses)
+                                     : gfshim::hooks::testallHook(count, requests, flag, statuses);
+}
+
+GFSHIM_EXPORT int MPI_Testany(int count, void* requests, int* index, int* flag, void* status) {
+  if (gfshim::hooks::foreignMpi()) return PMPI_Testany(count, requests, index, flag, status);
+  return gfshim::hooks::testanyHook(count, requests, index, flag, status);
+}
+
+GFSHIM_EXPORT int MPI_Testsome(int count, void* requests, int* outcount, int* indices,
+                               void* statuses) {
+  if (gfshim::hooks::foreignMpi()) return PMPI_Testsome(count, requests, outcount, indices, statuses);
+  return gfshim::hooks::testsomeHook(count, requests, outcount, indices, statuses);
 }
 
 #ifdef GFSHIM_HAVE_BIGCOUNT

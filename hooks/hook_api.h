@@ -52,5 +52,9 @@ int waitHook(void* request, void* status) noexcept;
 int waitallHook(int count, void* requests, void* statuses) noexcept;
 int waitanyHook(int count, void* requests, int* index, void* status) noexcept;
 int waitsomeHook(int count, void* requests, int* outcount, int* indices, void* statuses) noexcept;
+int testHook(void* request, int* flag, void* status) noexcept;
+int testallHook(int count, void* requests, int* flag, void* statuses) noexcept;
+int testanyHook(int count, void* requests, int* index, int* flag, void* status) noexcept;
+int testsomeHook(int count, void* requests, int* outcount, int* indices, void* statuses) noexcept;
 
 }  // namespace gfshim::hooks

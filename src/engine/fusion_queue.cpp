@@ -25,6 +25,8 @@ struct CompletionSignal {
   std::atomic<int64_t> inFlight{0};
   std::atomic<uint64_t> generation{0};
   std::atomic<int> applicationsWaiting{0};
+  std::atomic<uint64_t> polls{0};
+  std::atomic<int> gathering{0};  // progress threads in gatherBurst
   std::mutex mutex;
   std::condition_variable changed;
 };
@@ -101,12 +103,26 @@ FusionCompletions::ApplicationWaiting::~ApplicationWaiting() {
   completionSignal().applicationsWaiting.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+void FusionCompletions::applicationPolled() {
+  CompletionSignal& signal = completionSignal();
+  if (signal.gathering.load(std::memory_order_acquire) == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(signal.mutex);
+    signal.polls.fetch_add(1, std::memory_order_acq_rel);
+  }
+  signal.changed.notify_all();
+}
+
 void FusionCompletions::gatherBurst(std::chrono::microseconds cycle) {
   CompletionSignal& signal = completionSignal();
   std::unique_lock<std::mutex> lock(signal.mutex);
+  const uint64_t polls = signal.polls.load(std::memory_order_acquire);
+  signal.gathering.fetch_add(1, std::memory_order_acq_rel);
   signal.changed.wait_for(lock, cycle, [&] {
-    return signal.applicationsWaiting.load(std::memory_order_acquire) > 0;
+    return signal.applicationsWaiting.load(std::memory_order_acquire) > 0 ||
+           signal.polls.load(std::memory_order_acquire) != polls;
   });
+  signal.gathering.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void FusionCompletions::queued() {
@@ -149,11 +165,7 @@ Status FusionQueue::setUp() {
 }
 
 void FusionQueue::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
+  rounds_.requestStop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -187,21 +199,36 @@ Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
     settings_.timeline->queued(op.id, op.native ? op.count : static_cast<int64_t>(op.bytes()));
   }
   FusionCompletions::queued();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(op);
-  }
-  wake_.notify_one();
+  rounds_.push(op);
   return Status::ok();
 }
 
-Status FusionQueue::negotiate(int64_t queued, int64_t* minQueued, int64_t* maxQueued) {
+void FusionQueue::gatherBurst() {
+  if (settings_.settings.cycleMs <= 0) return;
+  FusionCompletions::gatherBurst(
+      std::chrono::microseconds(static_cast<int64_t>(settings_.settings.cycleMs * 1000)));
+}
+
+Status FusionQueue::agree(int64_t queued, int64_t* least, int64_t* most) {
+  const TimelinePhase phase(settings_.timeline, "negotiate",
+                            "\"queued\": " + std::to_string(queued));
+  stats_->recordFusion(1, 0, 0);
   int64_t values[2] = {queued, -queued};
   const int rc = PMPI_Allreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MIN, comm_);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
-  *minQueued = values[0];
-  *maxQueued = -values[1];
+  if (rc != MPI_SUCCESS) {
+    const Status status = mpiErrorStatus("PMPI_Allreduce", rc);
+    GFSHIM_WARN(kEngine, "fusion round failed, fused allreduces on this communicator fail: %s",
+                status.message().c_str());
+    return status;
+  }
+  *least = values[0];
+  *most = -values[1];
   return Status::ok();
+}
+
+void FusionQueue::took(std::vector<PendingOp>& taken) {
+  if (settings_.timeline == nullptr) return;
+  for (const PendingOp& op : taken) settings_.timeline->dequeued(op.id);
 }
 
 Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucket) {
@@ -274,7 +301,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
 
 // Native operations keep their place; the engine's operations between two of them are packed
 // into buckets.
-Status FusionQueue::reduceTaken(std::vector<PendingOp>& taken) {
+Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
   size_t start = 0;
   while (start < taken.size()) {
     if (taken[start].native) {
@@ -288,7 +315,12 @@ Status FusionQueue::reduceTaken(std::vector<PendingOp>& taken) {
       shapes.push_back({taken[end].count, taken[end].dtype, taken[end].op});
     }
     for (const FusionBucket& bucket : packBuckets(shapes, settings_.settings.fusionBytes)) {
-      GFSHIM_RETURN_IF_ERROR(reduceBucket(&taken[start], bucket));
+      const Status status = reduceBucket(&taken[start], bucket);
+      if (!status.isOk()) {
+        GFSHIM_WARN(kEngine, "fused allreduce failed, later ones on this communicator fail: %s",
+                    status.message().c_str());
+        return status;
+      }
     }
     start = end;
   }
@@ -302,6 +334,8 @@ void FusionQueue::reduceNative(PendingOp& op) {
 }
 
 void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) {
+  const TimelinePhase phase(settings_.timeline, "complete",
+                            "\"operations\": " + std::to_string(taken.size()));
   int error = MPI_SUCCESS;
   if (!status.isOk()) {
     error = status.mpiError() != MPI_SUCCESS ? status.mpiError() : MPI_ERR_INTERN;
@@ -322,74 +356,16 @@ void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) 
 
 void FusionQueue::run() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // the short sleeps between rounds stay short
+  Status status;
   {
     const TimelinePhase phase(settings_.timeline, "setup");
-    const Status status = setUp();
-    if (!status.isOk()) {
-      failure_ = status.message();
-      GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s", failure_.c_str());
-    }
+    status = setUp();
   }
-  bool paused = true;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (paused) {
-        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and every rank's queue was empty
-      }
-    }
-    if (paused && settings_.settings.cycleMs > 0) {
-      FusionCompletions::gatherBurst(
-          std::chrono::microseconds(static_cast<int64_t>(settings_.settings.cycleMs * 1000)));
-    }
-    int64_t queued = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queued = static_cast<int64_t>(queue_.size());
-    }
-    int64_t least = 0, most = 0;
-    Status status = Status::error(StatusCode::kTransportError, failure_);
-    if (failure_.empty()) {
-      const TimelinePhase phase(settings_.timeline, "negotiate",
-                                "\"queued\": " + std::to_string(queued));
-      status = negotiate(queued, &least, &most);
-    }
-    if (!status.isOk()) {
-      // Without a working round the ranks cannot agree any more: fail what is queued.
-      least = queued;
-      most = queued;
-    }
-    const RoundDecision round = decideRound(least, most);
-    const int64_t take = round.take;
-    stats_->recordFusion(1, 0, 0);
-    std::vector<PendingOp> taken;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      taken.assign(queue_.begin(), queue_.begin() + take);
-      queue_.erase(queue_.begin(), queue_.begin() + take);
-    }
-    if (settings_.timeline) {
-      for (const PendingOp& op : taken) settings_.timeline->dequeued(op.id);
-    }
-    if (status.isOk() && !taken.empty()) {
-      status = reduceTaken(taken);
-      if (!status.isOk()) {
-        failure_ = status.message();
-        GFSHIM_WARN(kEngine, "fused allreduce failed: %s", failure_.c_str());
-      }
-    }
-    if (!taken.empty()) {
-      const TimelinePhase phase(settings_.timeline, "complete",
-                                "\"operations\": " + std::to_string(taken.size()));
-      complete(taken, status);
-    }
-    paused = round.pause;  // calls posted since the round wake the thread again
-    if (round.backOff) {
-      // A peer has not posted the operations this rank holds yet: do not spin on rounds.
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+  if (!status.isOk()) {
+    GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
+                status.message().c_str());
   }
+  rounds_.run(*this, status);
 }
 
 }  // namespace gfshim

@@ -36,7 +36,7 @@
 //     their blocking rounds would nest inside any MPI call on any communicator; not built.
 //   - The MPIs spin in MPI_Wait, and a rank's thread shares its core with the application: a
 //     burst of ten 1 KiB Iallreduces took 20 ms (native 0.09-0.17 ms) because every bucket
-//     waited for a scheduler time slice. The Wait hooks (hooks/wait_hook.cpp) therefore sleep
+//     waited for a scheduler time slice. The Wait hooks (hooks/completion_hooks.cpp) therefore sleep
 //     on FusionCompletions while fused operations are in flight (0.5-0.6 ms per such burst),
 //     and a round that empties every queue ends the rounds without a confirming empty round,
 //     which a peer spinning in some other MPI call would again delay (0.05-0.06 ms per burst
@@ -57,11 +57,8 @@
 #include <mpi.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -70,6 +67,7 @@
 #include "algo/workspace.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "engine/fusion_rounds.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
@@ -110,7 +108,7 @@ struct FusionSettings {
 };
 
 // The fused operations in flight over all communicators, and a signal when some complete. The
-// Wait hooks (hooks/wait_hook.cpp) sleep on it while fused operations are pending instead of
+// Wait hooks (hooks/completion_hooks.cpp) sleep on it while fused operations are pending instead of
 // spinning in the MPI's Wait: a spinning application thread takes the core from the progress
 // thread, which on a rank bound to one core made every bucket wait for a scheduler time slice
 // (measured: 20 ms per burst of ten 1 KiB Iallreduces at np 2, against 0.17 ms native).
@@ -129,7 +127,9 @@ class FusionCompletions {
     ApplicationWaiting(const ApplicationWaiting&) = delete;
     ApplicationWaiting& operator=(const ApplicationWaiting&) = delete;
   };
-  // Sleeps for `cycle`, or less when an application thread waits.
+  // An application thread polls with MPI_Test*: like a wait, it ends the gathering of a burst.
+  static void applicationPolled();
+  // Sleeps for `cycle`, or less when an application thread waits or polls.
   static void gatherBurst(std::chrono::microseconds cycle);
 
  private:
@@ -158,16 +158,22 @@ class FusionQueue {
   Status enqueue(PendingOp op, MPI_Request* request);
 
  private:
+  friend class FusionRounds<PendingOp>;
   FusionQueue() = default;
   void run();
   void stop();
   Status setUp();
-  Status negotiate(int64_t queued, int64_t* minQueued, int64_t* maxQueued);
-  Status reduceTaken(std::vector<PendingOp>& taken);
+
+  // The round loop's driver (engine/fusion_rounds.h).
+  void gatherBurst();
+  Status agree(int64_t queued, int64_t* least, int64_t* most);
+  void took(std::vector<PendingOp>& taken);
+  Status reduce(std::vector<PendingOp>& taken);
+  void complete(std::vector<PendingOp>& taken, const Status& status);
+
   // `run` points at the first operation of the run of engine operations `bucket` indexes into.
   Status reduceBucket(const PendingOp* run, const struct FusionBucket& bucket);
   void reduceNative(PendingOp& op);
-  void complete(std::vector<PendingOp>& taken, const Status& status);
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // not owned
   CommFacts facts_;
@@ -177,12 +183,7 @@ class FusionQueue {
   std::unique_ptr<PmpiTransport> transport_;
   Workspace workspace_;  // the algorithms' scratch
   Workspace packed_;     // the fused bucket
-  std::string failure_;  // set after a failed bucket: later operations fail at once
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<PendingOp> queue_;
-  bool stopping_ = false;
+  FusionRounds<PendingOp> rounds_;
   std::thread thread_;
 };
 

@@ -1,0 +1,449 @@
+// CSC building blocks without ranks: chunk arithmetic, norms, selection order, packing, the
+// residual store, and the composed call over a one-rank dense stand-in (so recv + residual must
+// equal residual + send exactly).
+#include "compress/csc.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace gfshim {
+namespace {
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<uint32_t> select(const std::vector<float>& norms, size_t k) {
+  std::vector<uint32_t> selected;
+  selectTopChunks(norms.data(), norms.size(), k, &selected);
+  return selected;
+}
+
+TEST(CscChunks, CountsAndLengthsWithShortLastChunk) {
+  EXPECT_EQ(cscChunkCount(0, 4), 0u);
+  EXPECT_EQ(cscChunkCount(1, 4), 1u);
+  EXPECT_EQ(cscChunkCount(8, 4), 2u);
+  EXPECT_EQ(cscChunkCount(9, 4), 3u);
+  EXPECT_EQ(cscChunkLength(9, 4, 0), 4u);
+  EXPECT_EQ(cscChunkLength(9, 4, 2), 1u);
+  EXPECT_EQ(cscChunkLength(9, 4, 3), 0u);
+  EXPECT_EQ(cscChunkLength(8, 4, 1), 4u);
+}
+
+TEST(CscChunks, SelectedCountRoundsUpAndClamps) {
+  EXPECT_EQ(cscSelectedCount(0, 0.5), 0u);
+  EXPECT_EQ(cscSelectedCount(10, 0.01), 1u);  // clamped up to one chunk
+  EXPECT_EQ(cscSelectedCount(10, 0.1), 1u);
+  EXPECT_EQ(cscSelectedCount(10, 0.11), 2u);
+  EXPECT_EQ(cscSelectedCount(10, 1.0), 10u);
+  EXPECT_EQ(cscSelectedCount(10, 3.0), 10u);
+  EXPECT_EQ(cscSelectedCount(10, 0.0), 1u);
+  EXPECT_EQ(cscSelectedCount(10, kNan), 10u);
+  EXPECT_EQ(cscSelectedCount(16384, 0.01), 164u);  // 163.84
+  EXPECT_EQ(cscSelectedCount(100, 0.07), 7u);      // 7.000000000000001 in double
+  EXPECT_EQ(cscSelectedCount(3, 1.0 / 3.0), 1u);
+  EXPECT_EQ(cscSelectedCount(1, 0.5), 1u);
+}
+
+TEST(CscNorms, ShortLastChunkAndEmptyBuffer) {
+  const std::vector<float> data = {1, -2, 3, -4, 5, 6, -7, 8, -0.5f, 0.25f};
+  std::vector<float> norms(3, -1.0f);
+  chunkL1Norms(data.data(), data.size(), 4, norms.data());
+  EXPECT_EQ(norms, (std::vector<float>{10, 26, 0.75f}));
+
+  float untouched = -1.0f;
+  chunkL1Norms(nullptr, 0, 4, &untouched);
+  EXPECT_EQ(untouched, -1.0f);
+
+  // A chunk longer than the 16 lanes, with a remainder, integer-valued so the sum is exact.
+  std::vector<float> ramp(4096 + 37);
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = (i % 2 ? -1.0f : 1.0f) * float(i % 100);
+  norms.assign(2, 0);
+  chunkL1Norms(ramp.data(), ramp.size(), 4096, norms.data());
+  for (size_t c = 0; c < 2; ++c) {
+    double expected = 0;
+    for (size_t i = c * 4096; i < std::min(ramp.size(), (c + 1) * 4096); ++i)
+      expected += std::fabs(ramp[i]);
+    EXPECT_EQ(norms[c], static_cast<float>(expected)) << c;
+  }
+}
+
+TEST(CscNorms, RandomDataMatchesDoubleReference) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  for (size_t chunk : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{4096}}) {
+    std::vector<float> data(chunk * 5 + 3);
+    for (float& x : data) x = value(rng);
+    std::vector<float> norms(cscChunkCount(data.size(), chunk));
+    chunkL1Norms(data.data(), data.size(), chunk, norms.data());
+    for (size_t c = 0; c < norms.size(); ++c) {
+      double expected = 0;
+      for (size_t i = 0; i < cscChunkLength(data.size(), chunk, c); ++i)
+        expected += std::fabs(data[c * chunk + i]);
+      EXPECT_NEAR(norms[c], expected, 1e-5 * expected) << "chunk " << chunk << " c " << c;
+    }
+  }
+}
+
+TEST(CscNorms, FusedAddGivesTheBitsOfTheSeparatePasses) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const size_t count = 3 * 1000 + 123;
+  std::vector<float> residual(count), send(count);
+  for (size_t i = 0; i < count; ++i) {
+    residual[i] = value(rng);
+    send[i] = value(rng) * 1e3f;
+  }
+  std::vector<float> expectedResidual(count);
+  for (size_t i = 0; i < count; ++i) expectedResidual[i] = residual[i] + send[i];
+  std::vector<float> expectedNorms(cscChunkCount(count, 1000)), norms(expectedNorms.size());
+  chunkL1Norms(expectedResidual.data(), count, 1000, expectedNorms.data());
+
+  addAndChunkL1Norms(residual.data(), send.data(), count, 1000, norms.data());
+  EXPECT_EQ(std::memcmp(residual.data(), expectedResidual.data(), count * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(norms.data(), expectedNorms.data(), norms.size() * sizeof(float)), 0);
+}
+
+TEST(CscNorms, NanAndInfReachTheNorm) {
+  std::vector<float> data = {1, 2, kNan, 3, 1, -kInf, 2, 2};
+  std::vector<float> norms(3);
+  chunkL1Norms(data.data(), data.size(), 3, norms.data());
+  EXPECT_TRUE(std::isnan(norms[0]));
+  EXPECT_EQ(norms[1], kInf);
+  EXPECT_EQ(norms[2], 4.0f);
+}
+
+TEST(CscSelect, TiesGoToTheLowerIndex) {
+  const std::vector<float> norms = {1, 3, 3, 2, 3};
+  EXPECT_EQ(select(norms, 1), (std::vector<uint32_t>{1}));
+  EXPECT_EQ(select(norms, 2), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(select(norms, 3), (std::vector<uint32_t>{1, 2, 4}));
+  EXPECT_EQ(select(norms, 4), (std::vector<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(select(std::vector<float>(6, 0.0f), 2), (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(CscSelect, NanRanksFirstThenInfThenLargest) {
+  const std::vector<float> norms = {1, kNan, kInf, 5, kNan, 0};
+  EXPECT_EQ(select(norms, 1), (std::vector<uint32_t>{1}));
+  EXPECT_EQ(select(norms, 2), (std::vector<uint32_t>{1, 4}));
+  EXPECT_EQ(select(norms, 3), (std::vector<uint32_t>{1, 2, 4}));
+  EXPECT_EQ(select(norms, 4), (std::vector<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(select(norms, 5), (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(CscSelect, ZeroOneAndAllChunks) {
+  const std::vector<float> norms = {4, 9, 1, 9.5f, 2};
+  EXPECT_TRUE(select(norms, 0).empty());
+  EXPECT_EQ(select(norms, 1), (std::vector<uint32_t>{3}));
+  EXPECT_EQ(select(norms, 5), (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(select(norms, 99), (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(select({}, 3).empty());
+}
+
+TEST(CscSelect, MatchesAFullSortOnRandomNormsWithDuplicates) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> level(0, 20);
+  std::vector<uint32_t> reused;  // capacity reused across calls, as the scratch is
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> norms(1 + static_cast<size_t>(rng() % 300));
+    for (float& x : norms) {
+      const int l = level(rng);
+      x = l == 0 ? kNan : static_cast<float>(l);
+    }
+    std::vector<uint32_t> order(norms.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      if (std::isnan(norms[a]) != std::isnan(norms[b])) return std::isnan(norms[a]);
+      return !std::isnan(norms[a]) && norms[a] > norms[b];
+    });
+    for (size_t k : {size_t{0}, size_t{1}, norms.size() / 3, norms.size() - 1, norms.size()}) {
+      std::vector<uint32_t> expected(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
+      std::sort(expected.begin(), expected.end());
+      selectTopChunks(norms.data(), norms.size(), k, &reused);
+      ASSERT_EQ(reused, expected) << "trial " << trial << " k " << k;
+    }
+  }
+}
+
+TEST(CscPack, RoundTripWithShortLastChunk) {
+  const size_t count = 10;
+  const size_t chunk = 4;  // chunks [0,4) [4,8) [8,10)
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(i + 1);
+  for (const std::vector<uint32_t>& selected :
+       {std::vector<uint32_t>{}, {2}, {0}, {1}, {0, 2}, {1, 2}, {0, 1, 2}}) {
+    SCOPED_TRACE(testing::Message() << "selected " << testing::PrintToString(selected));
+    std::vector<float> packed(count, -9.0f);
+    const size_t n =
+        cscPack(data.data(), count, chunk, selected.data(), selected.size(), packed.data());
+    size_t expectedN = 0;
+    for (uint32_t c : selected) expectedN += cscChunkLength(count, chunk, c);
+    ASSERT_EQ(n, expectedN);
+    std::vector<float> recv(count, -7.0f);
+    ASSERT_EQ(cscUnpack(packed.data(), count, chunk, selected.data(), selected.size(), recv.data()),
+              n);
+    std::vector<float> cleared = data;
+    cscClearChunks(cleared.data(), count, chunk, selected.data(), selected.size());
+    for (size_t i = 0; i < count; ++i) {
+      const bool chosen = std::count(selected.begin(), selected.end(), i / chunk) > 0;
+      EXPECT_EQ(recv[i], chosen ? data[i] : 0.0f) << i;
+      EXPECT_EQ(cleared[i], chosen ? 0.0f : data[i]) << i;
+      EXPECT_EQ(recv[i] + cleared[i], data[i]) << i;
+    }
+  }
+}
+
+TEST(CscResidualStore, CreatesZeroedEntriesAndFindsThemAgain) {
+  CscResidualStore store(1 << 20);
+  CscResidual* a = store.findOrCreate(1, 0x1000, 100);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->count, 100u);
+  EXPECT_EQ(a->callsSeen, 0);
+  for (size_t i = 0; i < 100; ++i) ASSERT_EQ(a->data()[i], 0.0f);
+  a->data()[5] = 3.0f;
+  a->callsSeen = 4;
+  EXPECT_EQ(store.findOrCreate(1, 0x1000, 100), a);
+  EXPECT_EQ(a->data()[5], 3.0f);
+  EXPECT_NE(store.findOrCreate(2, 0x1000, 100), a);  // other communicator
+  EXPECT_NE(store.findOrCreate(1, 0x2000, 100), a);  // other buffer
+  EXPECT_EQ(store.entryCount(), 3u);
+  EXPECT_EQ(store.bytesHeld(), 3 * 100 * sizeof(float));
+  ASSERT_NE(store.findOrCreate(1, 0x3000, 0), nullptr);  // empty buffers hold nothing
+  EXPECT_EQ(store.bytesHeld(), 3 * 100 * sizeof(float));
+}
+
+TEST(CscResidualStore, CapRefusesNewEntriesButKeepsExistingOnes) {
+  CscResidualStore store(100);
+  CscResidual* big = store.findOrCreate(1, 0x10, 20);  // 80 bytes
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(store.findOrCreate(1, 0x20, 10), nullptr);  // 120 > 100
+  EXPECT_EQ(store.entryCount(), 1u);
+  ASSERT_NE(store.findOrCreate(1, 0x30, 5), nullptr);  // exactly 100
+  EXPECT_EQ(store.bytesHeld(), 100u);
+  EXPECT_EQ(store.findOrCreate(1, 0x40, 1), nullptr);
+  EXPECT_EQ(store.findOrCreate(1, 0x10, 20), big);  // found, not created
+  EXPECT_EQ(store.findOrCreate(1, 0x40, std::numeric_limits<size_t>::max()), nullptr);
+  EXPECT_EQ(store.capBytes(), 100u);
+}
+
+TEST(CscResidualStore, AnotherCountAtTheSameAddressReplacesTheEntry) {
+  CscResidualStore store(1000);
+  CscResidual* old = store.findOrCreate(7, 0x100, 50);
+  ASSERT_NE(old, nullptr);
+  old->data()[0] = 1.0f;
+  old->callsSeen = 9;
+  CscResidual* reshaped = store.findOrCreate(7, 0x100, 60);
+  ASSERT_NE(reshaped, nullptr);
+  EXPECT_EQ(reshaped->count, 60u);
+  EXPECT_EQ(reshaped->callsSeen, 0);
+  EXPECT_EQ(reshaped->data()[0], 0.0f);
+  EXPECT_EQ(store.entryCount(), 1u);
+  EXPECT_EQ(store.bytesHeld(), 60 * sizeof(float));
+  // The stale shape is dropped even when the new one does not fit.
+  EXPECT_EQ(store.findOrCreate(7, 0x100, 1000), nullptr);
+  EXPECT_EQ(store.entryCount(), 0u);
+  EXPECT_EQ(store.bytesHeld(), 0u);
+}
+
+TEST(CscResidualStore, DropCommDropsOnlyThatCommunicator) {
+  CscResidualStore store(1 << 20);
+  for (uint64_t comm : {uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
+    for (uintptr_t address : {uintptr_t{0}, uintptr_t{0x10}, ~uintptr_t{0}}) {
+      ASSERT_NE(store.findOrCreate(comm, address, 10 * comm), nullptr);
+    }
+  }
+  store.dropComm(2);
+  EXPECT_EQ(store.entryCount(), 6u);
+  EXPECT_EQ(store.bytesHeld(), 3 * (10 + 30) * sizeof(float));
+  store.dropComm(2);  // nothing left to drop
+  store.dropComm(99);
+  EXPECT_EQ(store.entryCount(), 6u);
+  CscResidual* fresh = store.findOrCreate(2, 0x10, 20);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh->callsSeen, 0);
+  store.dropComm(1);
+  store.dropComm(3);
+  store.dropComm(2);
+  EXPECT_EQ(store.entryCount(), 0u);
+  EXPECT_EQ(store.bytesHeld(), 0u);
+}
+
+// One rank: both allreduces are the identity (copies), with an optional failure.
+class OneRankDense : public CscDense {
+ public:
+  Status allreduceNorms(float*, size_t) override {
+    ++normCalls;
+    return failNorms ? Status::error(StatusCode::kTransportError, "norms") : Status::ok();
+  }
+  Status allreduceValues(const float* packed, float* summed, size_t n) override {
+    ++valueCalls;
+    lastValues = n;
+    if (failValues) return Status::error(StatusCode::kTransportError, "values");
+    if (packed != summed && n > 0) std::memmove(summed, packed, n * sizeof(float));
+    return Status::ok();
+  }
+  int normCalls = 0;
+  int valueCalls = 0;
+  size_t lastValues = 0;
+  bool failNorms = false;
+  bool failValues = false;
+};
+
+TEST(CscAllreduce, NoEntryIsOneDenseCall) {
+  OneRankDense dense;
+  CscScratch scratch;
+  CscOutcome outcome;
+  std::vector<float> send = {1, 2, 3}, recv(3);
+  ASSERT_TRUE(
+      cscAllreduce(CscParams{}, nullptr, send.data(), recv.data(), 3, dense, scratch, &outcome)
+          .isOk());
+  EXPECT_EQ(outcome.mode, CscMode::kDenseNoEntry);
+  EXPECT_EQ(outcome.elementsSent, 3u);
+  EXPECT_EQ(dense.normCalls, 0);
+  EXPECT_EQ(recv, send);
+}
+
+TEST(CscAllreduce, WarmupThenSparseDeliversOrKeepsEveryElement) {
+  const size_t count = 1000;
+  const CscParams params{0.2, 64, 2};  // 16 chunks, the last of 40; 4 selected
+  CscResidualStore store(1 << 20);
+  CscResidual* entry = store.findOrCreate(1, 0x1, count);
+  ASSERT_NE(entry, nullptr);
+  OneRankDense dense;
+  CscScratch scratch;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int call = 0; call < 6; ++call) {
+    std::vector<float> send(count), recv(count, -5.0f);
+    for (size_t i = 0; i < count; ++i) send[i] = value(rng) * float(1 + (i / 64) % 5);
+    const std::vector<float> before(entry->data(), entry->data() + count);
+    CscOutcome outcome;
+    ASSERT_TRUE(
+        cscAllreduce(params, entry, send.data(), recv.data(), count, dense, scratch, &outcome)
+            .isOk());
+    EXPECT_EQ(entry->callsSeen, call + 1);
+    if (call < 2) {
+      EXPECT_EQ(outcome.mode, CscMode::kDenseWarmup);
+      EXPECT_EQ(outcome.elementsSent, count);
+      EXPECT_EQ(recv, send);
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(entry->data()[i], 0.0f);
+      continue;
+    }
+    EXPECT_EQ(outcome.mode, CscMode::kSparse);
+    EXPECT_EQ(outcome.chunks, 16u);
+    EXPECT_EQ(outcome.selectedChunks, 4u);
+    EXPECT_EQ(outcome.normsSent, 16u);
+    EXPECT_EQ(outcome.elementsSent, dense.lastValues);
+    EXPECT_LE(outcome.elementsSent, 4u * 64);
+    ASSERT_EQ(scratch.selected.size(), 4u);
+    for (size_t i = 0; i < count; ++i) {
+      const float g = before[i] + send[i];
+      const bool chosen = std::binary_search(scratch.selected.begin(), scratch.selected.end(),
+                                             static_cast<uint32_t>(i / 64));
+      ASSERT_EQ(recv[i], chosen ? g : 0.0f) << "call " << call << " element " << i;
+      ASSERT_EQ(entry->data()[i], chosen ? 0.0f : g) << "call " << call << " element " << i;
+    }
+  }
+}
+
+TEST(CscAllreduce, InPlaceReadsSendBeforeWritingRecv) {
+  const size_t count = 300;
+  CscResidualStore store(1 << 20);
+  CscResidual* entry = store.findOrCreate(1, 0x1, count);
+  OneRankDense dense;
+  CscScratch scratch;
+  std::vector<float> buffer(count);
+  for (size_t i = 0; i < count; ++i) buffer[i] = float(i % 7) - 3.0f + (i >= 200 ? 100.0f : 0);
+  const std::vector<float> send = buffer;
+  ASSERT_TRUE(cscAllreduce(CscParams{0.3, 100, 0}, entry, buffer.data(), buffer.data(), count,
+                           dense, scratch, nullptr)
+                  .isOk());
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(buffer[i], i >= 200 ? send[i] : 0.0f) << i;
+    EXPECT_EQ(entry->data()[i], i >= 200 ? 0.0f : send[i]) << i;
+  }
+}
+
+TEST(CscAllreduce, NanChunkIsDeliveredAndLeavesNoNanBehind) {
+  const size_t count = 40;
+  CscResidualStore store(1 << 20);
+  CscResidual* entry = store.findOrCreate(1, 0x1, count);
+  OneRankDense dense;
+  CscScratch scratch;
+  std::vector<float> send(count, 1000.0f), recv(count);
+  send[33] = kNan;  // chunk 3 of 4, the smallest by everything else
+  for (size_t i = 30; i < 40; ++i) send[i] = i == 33 ? kNan : 0.0f;
+  ASSERT_TRUE(cscAllreduce(CscParams{0.25, 10, 0}, entry, send.data(), recv.data(), count, dense,
+                           scratch, nullptr)
+                  .isOk());
+  EXPECT_EQ(scratch.selected, (std::vector<uint32_t>{3}));
+  EXPECT_TRUE(std::isnan(recv[33]));
+  for (size_t i = 0; i < count; ++i) EXPECT_FALSE(std::isnan(entry->data()[i])) << i;
+}
+
+TEST(CscAllreduce, BadParametersLeaveTheEntryUntouched) {
+  CscResidualStore store(1 << 20);
+  CscResidual* entry = store.findOrCreate(1, 0x1, 8);
+  OneRankDense dense;
+  CscScratch scratch;
+  std::vector<float> send(8, 1.0f), recv(8);
+  EXPECT_EQ(cscAllreduce(CscParams{0.5, 0, 0}, entry, send.data(), recv.data(), 8, dense, scratch,
+                         nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cscAllreduce(CscParams{0.0, 4, 0}, entry, send.data(), recv.data(), 8, dense, scratch,
+                         nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cscAllreduce(CscParams{0.5, 4, 0}, entry, send.data(), recv.data(), 7, dense, scratch,
+                         nullptr)
+                .code(),
+            StatusCode::kInternal);
+  EXPECT_EQ(dense.normCalls + dense.valueCalls, 0);
+  EXPECT_EQ(entry->callsSeen, 0);
+}
+
+TEST(CscAllreduce, FailedCollectiveResetsTheEntry) {
+  for (bool failNorms : {true, false}) {
+    CscResidualStore store(1 << 20);
+    CscResidual* entry = store.findOrCreate(1, 0x1, 8);
+    OneRankDense dense;
+    CscScratch scratch;
+    std::vector<float> send(8, 1.0f), recv(8);
+    send[0] = 5.0f;
+    ASSERT_TRUE(cscAllreduce(CscParams{0.5, 4, 0}, entry, send.data(), recv.data(), 8, dense,
+                             scratch, nullptr)
+                    .isOk());
+    ASSERT_EQ(entry->data()[4], 1.0f);  // chunk 1 kept
+    dense.failNorms = failNorms;
+    dense.failValues = !failNorms;
+    EXPECT_EQ(cscAllreduce(CscParams{0.5, 4, 0}, entry, send.data(), recv.data(), 8, dense, scratch,
+                           nullptr)
+                  .code(),
+              StatusCode::kTransportError);
+    EXPECT_EQ(entry->callsSeen, 0);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(entry->data()[i], 0.0f) << i;
+  }
+}
+
+TEST(CscAllreduce, EmptyBufferSendsNothing) {
+  CscResidualStore store(1 << 20);
+  CscResidual* entry = store.findOrCreate(1, 0x1, 0);
+  OneRankDense dense;
+  CscScratch scratch;
+  CscOutcome outcome;
+  ASSERT_TRUE(
+      cscAllreduce(CscParams{0.1, 4, 0}, entry, nullptr, nullptr, 0, dense, scratch, &outcome)
+          .isOk());
+  EXPECT_EQ(outcome.mode, CscMode::kSparse);
+  EXPECT_EQ(outcome.chunks, 0u);
+  EXPECT_EQ(dense.normCalls + dense.valueCalls, 0);
+}
+
+}  // namespace
+}  // namespace gfshim

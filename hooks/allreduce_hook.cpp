@@ -148,7 +148,7 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
     state->failure = status.message();
     return reportError(a.comm, status);
   }
-  plan = chooseAlgorithm(plan, state->facts, rt.settings, call.bytes());
+  plan = chooseAlgorithm(plan, state->facts, rt.settings, *call.dtype, *call.op, call.bytes());
   logPlanOnce(*state, call, plan);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
 

@@ -126,7 +126,7 @@ void printDecisions(const gfshim::Topology& topology, int size, const gfshim::Se
     call.recvAddress = 1;  // any non-null address: the described call is not erroneous
     gfshim::Plan plan = gfshim::planCall(call, settings);
     plan = gfshim::planOnComm(plan, facts);
-    plan = gfshim::chooseAlgorithm(plan, facts, settings, bytes);
+    plan = gfshim::chooseAlgorithm(plan, facts, settings, *call.dtype, *call.op, bytes);
     std::printf("%10llu  %-58s %s\n", static_cast<unsigned long long>(bytes),
                 (std::string(plan.route == gfshim::Route::kEngine ? "" : "pass through: ") +
                  gfshim::reasonText(plan.reason))

@@ -463,6 +463,14 @@ Settings settingsFrom(const Config& config) {
   settings.fusion = config.flag(Param::FUSION);
   settings.fusionBytes = config.bytes(Param::FUSION_BYTES);
   settings.cycleMs = config.value(Param::CYCLE_MS).decimal;
+  settings.compress = static_cast<WireCodec>(config.choice(Param::COMPRESS));
+  settings.compressMinBytes = config.bytes(Param::COMPRESS_MIN_BYTES);
+  settings.prescale = config.flag(Param::PRESCALE);
+  settings.cscDensity = config.value(Param::CSC_DENSITY).decimal;
+  settings.cscChunkElements = config.bytes(Param::CSC_CHUNK);
+  settings.cscWarmupCalls = config.bytes(Param::CSC_WARMUP_CALLS);
+  settings.cscMaxResidualBytes = config.bytes(Param::CSC_MAX_RESIDUAL_BYTES);
+  settings.shadowEvery = config.bytes(Param::SHADOW_EVERY);
   settings.topoFile = config.text(Param::TOPO_FILE);
   settings.topoDump = config.text(Param::TOPO_DUMP);
   settings.timeline = config.text(Param::TIMELINE);

@@ -94,6 +94,7 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
 
 // The typed view the rest of the shim uses.
 enum class AlgoChoice { kAuto, kRing, kNative, kTorus2d };  // order of GFSHIM_ALGO's ACCEPTED list
+enum class WireCodec { kNone, kFp16, kBf16 };  // order of GFSHIM_COMPRESS's ACCEPTED list
 
 struct Settings {
   bool enable = true;
@@ -105,6 +106,15 @@ struct Settings {
   bool fusion = true;          // GFSHIM_FUSION
   uint64_t fusionBytes = 0;    // GFSHIM_FUSION_BYTES
   double cycleMs = 0;          // GFSHIM_CYCLE_MS
+  // Lossy modes (opt-in): the wire codec, and coarse-grained sparse communication (CSC).
+  WireCodec compress = WireCodec::kNone;  // GFSHIM_COMPRESS
+  uint64_t compressMinBytes = 0;          // GFSHIM_COMPRESS_MIN_BYTES
+  bool prescale = false;                  // GFSHIM_PRESCALE
+  double cscDensity = 0;                  // GFSHIM_CSC_DENSITY; 0: off
+  uint64_t cscChunkElements = 0;          // GFSHIM_CSC_CHUNK
+  uint64_t cscWarmupCalls = 0;            // GFSHIM_CSC_WARMUP_CALLS
+  uint64_t cscMaxResidualBytes = 0;       // GFSHIM_CSC_MAX_RESIDUAL_BYTES
+  uint64_t shadowEvery = 0;               // GFSHIM_SHADOW_EVERY; 0: off
   // Not a parameter: set by the init hook when every rank got MPI_THREAD_MULTIPLE for the
   // fusion progress threads.
   bool fusionAvailable = false;

@@ -247,7 +247,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   call.sendAddress = reinterpret_cast<uintptr_t>(single ? first.send : packed);
   call.recvAddress = reinterpret_cast<uintptr_t>(single ? first.recv : packed);
   Plan plan = planOnComm(planCall(call, settings_.settings), facts_);
-  plan = chooseAlgorithm(plan, facts_, settings_.settings, bucket.bytes);
+  plan = chooseAlgorithm(plan, facts_, settings_.settings, bucket.dtype, bucket.op, bucket.bytes);
 
   const std::string size = "\"bytes\": " + std::to_string(bucket.bytes) +
                            ", \"operations\": " + std::to_string(bucket.ops.size());

@@ -154,7 +154,7 @@ ClusterShape shapeOf(const CommFacts& comm) {
 }
 
 Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                  uint64_t bytes) {
+                  uint64_t bytes, bool nativeAllowed) {
   Plan plan = enginePlan;
   const double n = static_cast<double>(bytes);
   ClusterShape shape = shapeOf(comm);
@@ -169,7 +169,8 @@ Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings&
     plan.estimate.torusSeconds = torusCost(shape, n).seconds;
   }
   const CostEstimate& e = plan.estimate;
-  if (e.nativeSeconds < e.ringSeconds && (e.torusSeconds < 0 || e.nativeSeconds < e.torusSeconds)) {
+  if (nativeAllowed && e.nativeSeconds < e.ringSeconds &&
+      (e.torusSeconds < 0 || e.nativeSeconds < e.torusSeconds)) {
     Plan native = passthrough(Reason::kAutoNative);
     native.estimate = e;
     return native;
@@ -210,12 +211,28 @@ std::string formatEstimate(const CostEstimate& estimate) {
   return text;
 }
 
+LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings) {
+  LossyModes modes;
+  if (dtype != DType::kFloat32 || op != RedOp::kSum || bytes < settings.compressMinBytes) {
+    return modes;
+  }
+  modes.codec = settings.compress;
+  modes.sparse = settings.cscDensity > 0;
+  return modes;
+}
+
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                     uint64_t bytes) {
+                     DType dtype, RedOp op, uint64_t bytes) {
   if (enginePlan.route != Route::kEngine) return enginePlan;
-  if (settings.algo == AlgoChoice::kAuto) return chooseByCost(enginePlan, comm, settings, bytes);
-  if (enginePlan.algo != Algo::kTorus2d) return enginePlan;
+  const LossyModes lossy = lossyModesFor(dtype, op, bytes, settings);
   Plan plan = enginePlan;
+  if (settings.algo == AlgoChoice::kAuto) {
+    plan = chooseByCost(enginePlan, comm, settings, bytes, !lossy.any());
+    plan.lossy = plan.route == Route::kEngine ? lossy : LossyModes{};
+    return plan;
+  }
+  plan.lossy = lossy;
+  if (enginePlan.algo != Algo::kTorus2d) return plan;
   auto ring = [&plan](Reason reason) {
     plan.algo = Algo::kRing;
     plan.reason = reason;

@@ -100,12 +100,20 @@ struct CostEstimate {
   double nativeSeconds = -1;
 };
 
+// The lossy modes a call runs with (opt-in, float SUM only; see lossyModesFor).
+struct LossyModes {
+  WireCodec codec = WireCodec::kNone;  // 16-bit values on the wire
+  bool sparse = false;                 // coarse-grained sparse communication (CSC)
+  bool any() const { return codec != WireCodec::kNone || sparse; }
+};
+
 struct Plan {
   Route route = Route::kPassthrough;
   Algo algo = Algo::kNone;
   Reason reason = Reason::kDisabled;
   uint64_t segmentBytes = 0;
   CostEstimate estimate;  // filled by chooseAlgorithm under GFSHIM_ALGO=auto
+  LossyModes lossy;       // set by chooseAlgorithm for engine plans
 };
 
 // Call-level decision, made before any communicator state is looked up (the cheap common case
@@ -119,8 +127,14 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
 // model (engine/cost_model.h) predicts for `bytes` among ring, torus2d (where a grid exists) and
 // native, and may therefore pass the call through. Only agreed facts enter, so every rank
 // chooses the same.
+// A call with a lossy mode (lossyModesFor) stays on the engine: auto then chooses between ring
+// and torus2d only, since the MPI's own algorithm cannot compress.
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                     uint64_t bytes);
+                     DType dtype, RedOp op, uint64_t bytes);
+// Lossy modes are opt-in and scoped: GFSHIM_COMPRESS and GFSHIM_CSC_DENSITY apply only to
+// MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
+// call of its total size); every other call stays exact. Agreed inputs only.
+LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
 // "ring 1.2 ms, torus2d 0.8 ms, native 3.1 ms" (the candidates only); empty when not auto.
 std::string formatEstimate(const CostEstimate& estimate);
 

@@ -1,5 +1,6 @@
 #include "engine/stats.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace gfshim {
@@ -25,6 +26,7 @@ struct Stats::ThreadBlock {
   std::atomic<uint64_t> busBytes[kReasonCount] = {};
   std::atomic<uint64_t> nanos[kReasonCount] = {};
   std::atomic<uint64_t> fusion[3] = {};
+  std::atomic<uint64_t> lossy[kLossyModeCount][kLossyCounterCount] = {};
   const Stats* owner = nullptr;
   ThreadBlock* next = nullptr;
 };
@@ -88,6 +90,40 @@ void Stats::recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos) {
   bump(block->fusion[kFusionQueuedNanos], queuedNanos);
 }
 
+int lossyModeIndex(const LossyModes& modes) {
+  const int codec = static_cast<int>(modes.codec);  // 0 none, 1 fp16, 2 bf16
+  if (!modes.sparse) return codec == 0 ? -1 : codec - 1;
+  return 2 + codec;
+}
+
+const char* lossyModeName(int index) {
+  static const char* const kNames[kLossyModeCount] = {"fp16", "bf16", "csc", "csc+fp16",
+                                                       "csc+bf16"};
+  return index >= 0 && index < kLossyModeCount ? kNames[index] : "exact";
+}
+
+void Stats::recordLossy(const LossyRecord& record) {
+  const int mode = lossyModeIndex(record.modes);
+  if (mode < 0) return;
+  auto& counters = blockOfThisThread()->lossy[mode];
+  const uint64_t p = static_cast<uint64_t>(record.commSize);
+  bump(counters[kLossyCalls], 1);
+  bump(counters[kLossyBytesIn], record.bytesIn);
+  bump(counters[kLossyWireBytes], record.wireBytes);
+  if (p > 1) bump(counters[kLossyExactWire], record.bytesIn * 2 * (p - 1) / p);
+  if (record.redone) bump(counters[kLossyRedos], 1);
+  bump(counters[kLossySparseElements], record.sparseElements);
+  bump(counters[kLossySentElements], record.sentElements);
+  if (record.shadowed) {
+    const auto error = static_cast<uint64_t>(std::min(record.shadowError, 1e6) * 1e12);
+    bump(counters[kLossyShadowCalls], 1);
+    bump(counters[kLossyShadowErrorSum], error);
+    if (error > counters[kLossyShadowErrorMax].load(std::memory_order_relaxed)) {
+      counters[kLossyShadowErrorMax].store(error, std::memory_order_relaxed);
+    }
+  }
+}
+
 StatsCounters Stats::snapshot() const {
   StatsCounters out;
   for (ThreadBlock* block = blocks_.load(std::memory_order_acquire); block != nullptr;
@@ -99,6 +135,13 @@ StatsCounters Stats::snapshot() const {
       out.nanos[i] += block->nanos[i].load(std::memory_order_relaxed);
     }
     for (int i = 0; i < 3; ++i) out.fusion[i] += block->fusion[i].load(std::memory_order_relaxed);
+    for (int m = 0; m < kLossyModeCount; ++m) {
+      for (int c = 0; c < kLossyCounterCount; ++c) {
+        const uint64_t value = block->lossy[m][c].load(std::memory_order_relaxed);
+        out.lossy[m][c] = c == kLossyShadowErrorMax ? std::max(out.lossy[m][c], value)
+                                                    : out.lossy[m][c] + value;
+      }
+    }
   }
   return out;
 }
@@ -149,6 +192,39 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
                   static_cast<unsigned long long>(summed.fusion[kFusionRounds]),
                   static_cast<double>(summed.fusion[kFusionQueuedNanos]) * 1e-6 /
                       static_cast<double>(fusedOps));
+    report += line;
+  }
+  for (int m = 0; m < kLossyModeCount; ++m) {
+    const uint64_t* c = summed.lossy[m];
+    if (c[kLossyCalls] == 0) continue;
+    std::string sparse, shadow;
+    if (c[kLossySparseElements] > 0) {
+      std::snprintf(line, sizeof(line), ", density achieved %.4f",
+                    static_cast<double>(c[kLossySentElements]) /
+                        static_cast<double>(c[kLossySparseElements]));
+      sparse = line;
+    }
+    if (c[kLossyShadowCalls] > 0) {
+      // Identical on every rank: the sums over ranks hold each value `ranks` times.
+      const double shadowCalls = static_cast<double>(c[kLossyShadowCalls]) / ranks;
+      std::snprintf(line, sizeof(line),
+                    ", shadow: %.0f calls, relative L2 error mean %.3g max %.3g", shadowCalls,
+                    static_cast<double>(c[kLossyShadowErrorSum]) * 1e-12 / ranks / shadowCalls,
+                    static_cast<double>(c[kLossyShadowErrorMax]) * 1e-12);
+      shadow = line;
+    }
+    std::snprintf(line, sizeof(line),
+                  "GFSHIM STATS lossy %-8s %llu calls, %s in, %s on the wire (exact ring: %s, "
+                  "%.2fx less), %llu overflow redos%s%s\n",
+                  lossyModeName(m), static_cast<unsigned long long>(c[kLossyCalls]),
+                  humanBytes(static_cast<double>(c[kLossyBytesIn])).c_str(),
+                  humanBytes(static_cast<double>(c[kLossyWireBytes])).c_str(),
+                  humanBytes(static_cast<double>(c[kLossyExactWire])).c_str(),
+                  c[kLossyWireBytes] > 0 ? static_cast<double>(c[kLossyExactWire]) /
+                                               static_cast<double>(c[kLossyWireBytes])
+                                         : 0.0,
+                  static_cast<unsigned long long>(c[kLossyRedos]), sparse.c_str(),
+                  shadow.c_str());
     report += line;
   }
   std::snprintf(line, sizeof(line),

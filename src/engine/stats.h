@@ -14,6 +14,37 @@
 
 namespace gfshim {
 
+// Lossy modes: fp16, bf16, csc, csc+fp16, csc+bf16.
+constexpr int kLossyModeCount = 5;
+int lossyModeIndex(const LossyModes& modes);  // -1 for exact
+const char* lossyModeName(int index);
+enum LossyCounter {
+  kLossyCalls,
+  kLossyBytesIn,        // the calls' payload
+  kLossyWireBytes,      // what this rank sent, norms and overflow redos included
+  kLossyExactWire,      // what the exact ring would have sent: bytes x 2(p-1)/p
+  kLossyRedos,          // calls redone exactly after an overflow
+  kLossySparseElements, // elements of the calls that ran sparse (after warm-up)
+  kLossySentElements,   // of those, elements in the selected chunks
+  kLossyShadowCalls,
+  kLossyShadowErrorSum,  // relative L2 error x 1e12, summed over shadowed calls
+  kLossyShadowErrorMax,  // relative L2 error x 1e12, largest
+  kLossyCounterCount
+};
+
+// One lossy call, as the engine measured it.
+struct LossyRecord {
+  LossyModes modes;
+  uint64_t bytesIn = 0;
+  uint64_t wireBytes = 0;
+  int commSize = 1;
+  bool redone = false;
+  uint64_t sparseElements = 0;
+  uint64_t sentElements = 0;
+  bool shadowed = false;
+  double shadowError = 0;  // relative L2 error of the lossy result against the exact one
+};
+
 struct StatsCounters {
   uint64_t calls[kReasonCount] = {};
   uint64_t bytes[kReasonCount] = {};     // payload: count x datatype size
@@ -22,6 +53,8 @@ struct StatsCounters {
   // Lazy fusion (summed over ranks): negotiation rounds, operations completed, and the total
   // time operations spent between MPI_Iallreduce and completion.
   uint64_t fusion[3] = {};
+  // Lossy modes (summed over ranks), per mode (lossyModeIndex) and LossyCounter.
+  uint64_t lossy[kLossyModeCount][kLossyCounterCount] = {};
 };
 enum FusionCounter { kFusionRounds, kFusionOps, kFusionQueuedNanos };
 
@@ -36,6 +69,7 @@ class Stats {
   void record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos);
   // Lazy fusion, from the progress threads.
   void recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos);
+  void recordLossy(const LossyRecord& record);
   StatsCounters snapshot() const;
 
   struct ThreadBlock;  // opaque; defined in stats.cpp
@@ -47,7 +81,8 @@ class Stats {
   std::atomic<ThreadBlock*> blocks_{nullptr};  // lock-free list, one block per recording thread
 };
 
-// `summed` holds counters summed over `ranks` ranks, with nanos as the maximum over ranks.
+// `summed` holds counters summed over `ranks` ranks, with nanos as the maximum over ranks (the
+// shadow errors are identical on every rank, so their sums are divided by `ranks`).
 std::string formatStatsReport(const StatsCounters& summed, int ranks);
 
 }  // namespace gfshim

@@ -179,7 +179,8 @@ Plan autoPlan(int64_t bytes, const CommFacts& facts, const Settings& s = setting
   CallInfo call = floatSum(bytes / 4);
   call.inPlace = true;
   const Plan plan = planOnComm(planCall(call, s), facts);
-  return chooseAlgorithm(plan, facts, s, static_cast<uint64_t>(bytes));
+  return chooseAlgorithm(plan, facts, s, DType::kFloat32, RedOp::kSum,
+                         static_cast<uint64_t>(bytes));
 }
 
 TEST(AutoPolicy, OneNodeRunsTheRingAndNeverConsidersTheTorus) {
@@ -227,6 +228,38 @@ TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheMod
   EXPECT_EQ(formatEstimate(ring.estimate), "");
   EXPECT_NE(formatEstimate(autoPlan(64 << 20, cluster(4, 2)).estimate).find("torus2d "),
             std::string::npos);
+}
+
+// Lossy modes are opt-in and only for float SUM at or above GFSHIM_COMPRESS_MIN_BYTES.
+TEST(LossyPolicy, OffUnlessAskedAndOnlyForLargeFloatSums) {
+  Settings s = Settings{};
+  s.compressMinBytes = 1 << 20;
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 64 << 20, s).any());
+  s.compress = WireCodec::kFp16;
+  s.cscDensity = 0.1;
+  const LossyModes big = lossyModesFor(DType::kFloat32, RedOp::kSum, 64 << 20, s);
+  EXPECT_EQ(big.codec, WireCodec::kFp16);
+  EXPECT_TRUE(big.sparse);
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, (1 << 20) - 4, s).any());
+  EXPECT_FALSE(lossyModesFor(DType::kFloat64, RedOp::kSum, 64 << 20, s).any());
+  EXPECT_FALSE(lossyModesFor(DType::kInt32, RedOp::kSum, 64 << 20, s).any());
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kMax, 64 << 20, s).any());
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kProd, 64 << 20, s).any());
+  s.cscDensity = 0;
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 64 << 20, s).sparse);
+}
+
+TEST(LossyPolicy, AutoKeepsALossyCallOnTheEngine) {
+  Settings s = settings();
+  s.compress = WireCodec::kBf16;
+  s.compressMinBytes = 0;
+  // The 256 KB call on 64 nodes would go to the MPI (see above); compressed, it stays in the ring.
+  const Plan plan = autoPlan(256 << 10, cluster(64, 1), s);
+  EXPECT_EQ(plan.route, Route::kEngine);
+  EXPECT_EQ(plan.reason, Reason::kAutoRing);
+  EXPECT_EQ(plan.lossy.codec, WireCodec::kBf16);
+  // Exact plans carry no lossy mode.
+  EXPECT_FALSE(autoPlan(64 << 20, cluster(4, 2)).lossy.any());
 }
 
 }  // namespace

@@ -13,12 +13,23 @@
 // identical bits. Latency: 2(X-1) + 2(Y-1) steps instead of 2(XY-1). Bytes sent per rank:
 // 2(X-1)/X * N along the row and 2(Y-1)/Y * N/X along the column, so only 2(Y-1)/(XY) * N per
 // rank crosses nodes.
+//
+// runCompressedTorusAllreduce is the same composition over the compressed ring
+// (algo/compressed_ring.h), for float SUM: every phase carries 16-bit values, so all the byte
+// counts above halve. `scale` is applied once, by the row reduce-scatter, the only pass that reads
+// the input. The column allreduce rounds each shard to 16 bits (identical bits down the column);
+// the row allgather re-encodes that shard exactly, so all ranks still hold identical bits. Each
+// element passes through X+Y-1 encodes (X-1 in the row chain, Y in the column ring) and 2X+Y-2
+// fp32 products and sums, so with A = sum over ranks of |scale*x_r| the error is at most
+// (E*u + F*eps) * A * (1 + u + eps)^E + E*eta with E = X+Y-1, F = 2X+Y-2 (terms as in
+// compressed_ring.h).
 #pragma once
 
 #include "algo/reducer.h"
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
+#include "compress/half_codec.h"
 #include "transport/transport.h"
 
 namespace gfshim {
@@ -26,5 +37,9 @@ namespace gfshim {
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
                          uint64_t segmentBytes, ReduceFn reduce, Transport& transport,
                          Workspace& workspace, const void* send, void* recv);
+
+Status runCompressedTorusAllreduce(const TorusGrid& grid, size_t count, uint64_t segmentBytes,
+                                   HalfFormat format, float scale, Transport& transport,
+                                   Workspace& workspace, const float* send, float* recv);
 
 }  // namespace gfshim

@@ -155,9 +155,22 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
                reasonText(plan.reason));
   const auto start = std::chrono::steady_clock::now();
-  status =
-      executePlan(plan, call, *state->transport, state->workspace, call.inPlace ? a.recv : a.send,
-                  a.recv, state->torusGrid ? &*state->torusGrid : nullptr);
+  const void* send = call.inPlace ? a.recv : a.send;
+  const TorusGrid* grid = state->torusGrid ? &*state->torusGrid : nullptr;
+  if (plan.lossy.any()) {
+    if (!state->lossy) state->lossy = std::make_unique<LossyState>(rt.settings.cscMaxResidualBytes);
+    const LossyTarget target{*state->transport, state->workspace, grid,
+                             logicalOrOn(state->privateComm)};
+    LossyRecord record;
+    const size_t count = static_cast<size_t>(call.count);
+    status = runLossyAllreduce(plan, rt.settings, count, static_cast<const float*>(send),
+                               static_cast<float*>(a.recv),
+                               {{reinterpret_cast<uintptr_t>(a.recv), count}}, target,
+                               *state->lossy, &record);
+    if (status.isOk()) rt.stats.recordLossy(record);
+  } else {
+    status = executePlan(plan, call, *state->transport, state->workspace, send, a.recv, grid);
+  }
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
   if (!status.isOk()) {

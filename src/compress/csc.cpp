@@ -213,26 +213,33 @@ Status cscAllreduce(const CscParams& params, CscResidual* entry, const float* se
   CscOutcome ignored;
   CscOutcome& result = outcome != nullptr ? *outcome : ignored;
   result = CscOutcome{};
-  if (entry == nullptr) return denseCall(CscMode::kDenseNoEntry, send, recv, count, dense, &result);
   if (params.chunkElements == 0) {
     return Status::error(StatusCode::kInvalidArgument, "CSC chunk size must be positive");
   }
   if (!(params.density > 0.0 && params.density <= 1.0)) {
     return Status::error(StatusCode::kInvalidArgument, "CSC density must be in (0, 1]");
   }
-  if (entry->count != count) {
+  if (entry != nullptr && entry->count != count) {
     return Status::error(StatusCode::kInternal, "CSC residual entry of another element count");
   }
 
   const size_t chunks = cscChunkCount(count, params.chunkElements);
-  CscMode denseMode = CscMode::kSparse;
-  if (entry->callsSeen < params.warmupCalls) {
-    denseMode = CscMode::kDenseWarmup;
+  CscMode localMode = CscMode::kSparse;
+  if (entry == nullptr) {
+    localMode = CscMode::kDenseNoEntry;
+  } else if (entry->callsSeen < params.warmupCalls) {
+    localMode = CscMode::kDenseWarmup;
   } else if (chunks > std::numeric_limits<uint32_t>::max()) {
-    denseMode = CscMode::kDenseTooManyChunks;
+    localMode = CscMode::kDenseTooManyChunks;
   }
-  if (denseMode != CscMode::kSparse) {
-    Status status = denseCall(denseMode, send, recv, count, dense, &result);
+  // Entries, and so warm-up counts and the memory cap, follow each rank's own buffer addresses:
+  // whether the call runs sparse is agreed before anything else is sent.
+  bool anyDense = false;
+  GFSHIM_RETURN_IF_ERROR(dense.agreeDense(localMode != CscMode::kSparse, &anyDense));
+  if (anyDense) {
+    const CscMode mode = localMode != CscMode::kSparse ? localMode : CscMode::kDenseByPeer;
+    Status status = denseCall(mode, send, recv, count, dense, &result);
+    if (entry == nullptr) return status;
     if (!status.isOk()) {
       resetEntry(entry);
       return status;

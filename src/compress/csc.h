@@ -23,11 +23,12 @@
 // every input, up to float rounding (and up to what a lossy allreduceValues loses).
 //
 // The first `warmupCalls` calls on an entry are dense: send is allreduced whole, the residual
-// stays zero. With no entry (the store is full, or the caller does not use one) every call is
-// dense.
+// stays zero. With no entry (the store is full, or the caller does not use one) a call is dense.
+// Entries follow each rank's own buffer addresses, so their warm-up counts and the cap can
+// differ between ranks: every call first agrees (CscDense::agreeDense, a logical OR) whether any
+// rank needs it dense, and then all run it dense or all sparse.
 //
-// Preconditions: identical (count, params) on all ranks and identical warm-up history, which the
-// residual key gives when every rank calls in the same order; send and recv the same pointer (in
+// Preconditions: identical (count, params) on all ranks; send and recv the same pointer (in
 // place) or disjoint; the dense callbacks are collective and give every rank the same bits.
 //
 // Cost on the wire per rank for a ring allreduceValues over p ranks:
@@ -138,6 +139,8 @@ class CscResidualStore {
 class CscDense {
  public:
   virtual ~CscDense() = default;
+  // Whether any rank wants this call dense (its own `wantDense`): a logical OR over ranks.
+  virtual Status agreeDense(bool wantDense, bool* anyDense) = 0;
   // Exact float sum, in place.
   virtual Status allreduceNorms(float* norms, size_t chunks) = 0;
   // May be lossy (fp16 on the wire). `packed` and `summed` may be the same pointer.
@@ -155,6 +158,7 @@ enum class CscMode {
   kDenseNoEntry,        // entry == nullptr
   kDenseWarmup,         // entry in its first warmupCalls calls
   kDenseTooManyChunks,  // more than 2^32 - 1 chunks: chunk indices would not fit
+  kDenseByPeer,         // this rank could run sparse, another rank could not
   kSparse,
 };
 

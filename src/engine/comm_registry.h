@@ -16,6 +16,7 @@
 #include "algo/workspace.h"
 #include "common/status.h"
 #include "engine/fusion_queue.h"
+#include "engine/lossy_allreduce.h"
 #include "engine/policy.h"
 #include "transport/pmpi_transport.h"
 
@@ -38,6 +39,8 @@ struct CommState {
   // call); the queue and its thread start at the first eligible MPI_Iallreduce.
   MPI_Comm fusionComm = MPI_COMM_NULL;
   std::unique_ptr<FusionQueue> fusion;
+  // Residuals and scratch of the lossy modes, made at the first lossy call.
+  std::unique_ptr<LossyState> lossy;
 
   ~CommState();
 };

@@ -264,10 +264,10 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   const auto start = std::chrono::steady_clock::now();
   const bool native = plan.route == Route::kPassthrough && call.count <= INT32_MAX;
   std::optional<TimelinePhase> reducePhase;
-  reducePhase.emplace(
-      settings_.timeline,
-      native ? "reduce native" : plan.algo == Algo::kTorus2d ? "reduce torus2d" : "reduce ring",
-      size);
+  std::string phase =
+      native ? "reduce native" : plan.algo == Algo::kTorus2d ? "reduce torus2d" : "reduce ring";
+  if (plan.lossy.any()) phase += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
+  reducePhase.emplace(settings_.timeline, phase, size);
   if (native) {
     // The cost model prefers the MPI's own algorithm for this bucket.
     const int rc = PMPI_Allreduce(call.inPlace ? MPI_IN_PLACE : send, recv,
@@ -280,8 +280,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
       plan.algo = Algo::kRing;
       plan.segmentBytes = settings_.settings.segmentBytes;
     }
-    GFSHIM_RETURN_IF_ERROR(executePlan(plan, call, *transport_, workspace_, send, recv,
-                                       grid_ ? &*grid_ : nullptr));
+    GFSHIM_RETURN_IF_ERROR(reduceEngineBucket(run, bucket, plan, call, send, recv));
   }
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - start)
@@ -296,6 +295,28 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
       offset += run[index].bytes();
     }
   }
+  return Status::ok();
+}
+
+Status FusionQueue::reduceEngineBucket(const PendingOp* run, const FusionBucket& bucket,
+                                       const Plan& plan, const CallInfo& call, const void* send,
+                                       void* recv) {
+  const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
+  if (!plan.lossy.any()) return executePlan(plan, call, *transport_, workspace_, send, recv, grid);
+  if (!lossy_) lossy_ = std::make_unique<LossyState>(settings_.settings.cscMaxResidualBytes);
+  std::vector<ResidualKey> keys;
+  for (size_t index : bucket.ops) {
+    keys.push_back({reinterpret_cast<uintptr_t>(run[index].recv),
+                    static_cast<size_t>(run[index].count)});
+  }
+  const LossyTarget target{*transport_, workspace_, grid, logicalOrOn(comm_)};
+  LossyRecord record;
+  GFSHIM_RETURN_IF_ERROR(runLossyAllreduce(plan, settings_.settings,
+                                           static_cast<size_t>(call.count),
+                                           static_cast<const float*>(send),
+                                           static_cast<float*>(recv), keys, target, *lossy_,
+                                           &record));
+  stats_->recordLossy(record);
   return Status::ok();
 }
 

@@ -68,6 +68,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "engine/fusion_rounds.h"
+#include "engine/lossy_allreduce.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
@@ -173,6 +174,9 @@ class FusionQueue {
 
   // `run` points at the first operation of the run of engine operations `bucket` indexes into.
   Status reduceBucket(const PendingOp* run, const struct FusionBucket& bucket);
+  // A bucket the engine reduces: exact, or with the plan's lossy modes (residuals per operation).
+  Status reduceEngineBucket(const PendingOp* run, const struct FusionBucket& bucket,
+                            const Plan& plan, const CallInfo& call, const void* send, void* recv);
   void reduceNative(PendingOp& op);
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // not owned
@@ -183,6 +187,7 @@ class FusionQueue {
   std::unique_ptr<PmpiTransport> transport_;
   Workspace workspace_;  // the algorithms' scratch
   Workspace packed_;     // the fused bucket
+  std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
   FusionRounds<PendingOp> rounds_;
   std::thread thread_;
 };

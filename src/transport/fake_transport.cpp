@@ -52,6 +52,7 @@ Status FakeTransport::postSend(const void* data, size_t bytes, int peer, Transfe
   if (peer < 0 || peer >= fabric_.ranks()) {
     return Status::error(StatusCode::kInvalidArgument, "fake send to invalid peer");
   }
+  countPosted(bytes);
   uint64_t sequence;
   {
     std::lock_guard<std::mutex> lock(fabric_.mutex_);

@@ -38,6 +38,7 @@ Status PmpiTransport::postInto(const char* what, size_t bytes, TransferId* id, P
 }
 
 Status PmpiTransport::postSend(const void* data, size_t bytes, int peer, TransferId* id) {
+  countPosted(bytes);
   return postInto("PMPI_Isend", bytes, id, [&](int count, MPI_Request* request) {
     return PMPI_Isend(data, count, MPI_BYTE, peer, kTag, comm_, request);
   });
@@ -60,6 +61,16 @@ Status PmpiTransport::wait(TransferId id) {
   const int rc = PMPI_Wait(&requests_[static_cast<size_t>(id)], MPI_STATUS_IGNORE);
   free_.push_back(id);
   return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Wait", rc);
+}
+
+std::function<Status(bool, bool*)> logicalOrOn(MPI_Comm comm) {
+  return [comm](bool mine, bool* any) {
+    int flag = mine ? 1 : 0;
+    const int rc = PMPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_LOR, comm);
+    if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
+    *any = flag != 0;
+    return Status::ok();
+  };
 }
 
 }  // namespace gfshim

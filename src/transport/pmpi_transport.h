@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <vector>
 
 #include "transport/transport.h"
@@ -37,5 +38,9 @@ class PmpiTransport : public Transport {
 
 // A Status describing a failed MPI call (kTransportError carrying the MPI error code).
 Status mpiErrorStatus(const char* what, int mpiError);
+
+// A logical OR over the ranks of `comm` (one PMPI_Allreduce of an int): the engine's agreement
+// for decisions a rank-local fact could split, e.g. LossyTarget::agreeAny.
+std::function<Status(bool mine, bool* any)> logicalOrOn(MPI_Comm comm);
 
 }  // namespace gfshim

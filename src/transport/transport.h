@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/status.h"
 
@@ -27,6 +28,15 @@ class Transport {
   // Withdraws a posted operation after an error and releases its id (best effort: an operation
   // that already matched completes instead).
   virtual void cancel(TransferId id) = 0;
+
+  // Bytes posted for sending over this transport so far: what the stats report as on the wire.
+  uint64_t bytesPosted() const { return bytesPosted_; }
+
+ protected:
+  void countPosted(size_t bytes) { bytesPosted_ += bytes; }
+
+ private:
+  uint64_t bytesPosted_ = 0;
 };
 
 }  // namespace gfshim

@@ -24,6 +24,12 @@ constexpr uint64_t kSegmentBytes = 256;  // several segments per ring chunk
 class RingDense : public CscDense {
  public:
   explicit RingDense(Transport& transport) : transport_(transport) {}
+  Status agreeDense(bool wantDense, bool* anyDense) override {
+    float flag = wantDense ? 1.0f : 0.0f;
+    GFSHIM_RETURN_IF_ERROR(sum(&flag, &flag, 1));
+    *anyDense = flag > 0;
+    return Status::ok();
+  }
   Status allreduceNorms(float* norms, size_t chunks) override { return sum(norms, norms, chunks); }
   Status allreduceValues(const float* packed, float* summed, size_t n) override {
     return sum(packed, summed, n);

@@ -276,6 +276,10 @@ TEST(CscResidualStore, DropCommDropsOnlyThatCommunicator) {
 // One rank: both allreduces are the identity (copies), with an optional failure.
 class OneRankDense : public CscDense {
  public:
+  Status agreeDense(bool wantDense, bool* anyDense) override {
+    *anyDense = wantDense;
+    return Status::ok();
+  }
   Status allreduceNorms(float*, size_t) override {
     ++normCalls;
     return failNorms ? Status::error(StatusCode::kTransportError, "norms") : Status::ok();

@@ -1,0 +1,198 @@
+/* Lossy modes under the shim (run with GFSHIM_COMPRESS / GFSHIM_CSC_DENSITY set by the test):
+ *
+ *  1. opt-in scope: double SUM, int SUM and float MAX of large buffers stay bit-identical to
+ *     PMPI_Allreduce;
+ *  2. float SUM, blocking and fused (a burst of MPI_Iallreduce): every rank holds identical bits,
+ *     and without CSC the result is within the codec's error bound of the exact sum;
+ *  3. overflow (fp16): contributions of 40000 sum past fp16's 65504; the shim must redo the call
+ *     exactly, so the result is the exact integer sum, not Inf;
+ *  4. CSC conservation: one call with data, then calls with zeros; the residuals drain, so the sum
+ *     of everything delivered equals the exact sum of the data;
+ *  5. CSC with buffers that differ between ranks (rank 0 alternates two buffers, so its residual
+ *     entries are new while the others' are warm): the ranks agree dense/sparse and finish.
+ *
+ * usage: lossy_allreduce CODEC(none|fp16|bf16) DENSITY   (the modes the environment turned on)
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures;
+static const char* codec;
+static double density;
+
+#define CHECK(cond, ...)                               \
+  do {                                                 \
+    if (!(cond)) {                                     \
+      fprintf(stderr, "[%d] FAILED: ", rank);          \
+      fprintf(stderr, __VA_ARGS__);                    \
+      fprintf(stderr, "\n");                           \
+      ++failures;                                      \
+    }                                                  \
+  } while (0)
+
+enum { kCount = 1 << 19 }; /* 2 MB of floats: above GFSHIM_COMPRESS_MIN_BYTES=1M */
+
+/* Every rank holds the same bits: compare with rank 0's by a bitwise checksum and a broadcast. */
+static int identicalOnAllRanks(const float* values, int count) {
+  unsigned long long hash = 1469598103934665603ull;
+  const unsigned char* bytes = (const unsigned char*)values;
+  for (size_t i = 0; i < (size_t)count * sizeof(float); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  unsigned long long root = hash;
+  PMPI_Bcast(&root, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  int same = root == hash, all = 0;
+  PMPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return all;
+}
+
+static float valueOf(int r, int i) { return (float)sin(0.001 * i + r) * (float)(1 + (i % 7)); }
+
+static void optInScope(void) {
+  double* d = malloc(kCount * sizeof(double));
+  double* dRef = malloc(kCount * sizeof(double));
+  int* n = malloc(kCount * sizeof(int));
+  int* nRef = malloc(kCount * sizeof(int));
+  float* f = malloc(kCount * sizeof(float));
+  float* fRef = malloc(kCount * sizeof(float));
+  for (int i = 0; i < kCount; ++i) {
+    d[i] = valueOf(rank, i) * 1.0000001;
+    n[i] = i * (rank + 1);
+    f[i] = valueOf(rank, i);
+  }
+  PMPI_Allreduce(d, dRef, kCount, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  PMPI_Allreduce(n, nRef, kCount, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  PMPI_Allreduce(f, fRef, kCount, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, n, kCount, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, f, kCount, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(memcmp(n, nRef, kCount * sizeof(int)) == 0, "int SUM differs from PMPI under lossy settings");
+  CHECK(memcmp(f, fRef, kCount * sizeof(float)) == 0, "float MAX differs from PMPI under lossy settings");
+  /* double SUM: exact up to reassociation (the engine's ring orders the sum differently) */
+  MPI_Allreduce(MPI_IN_PLACE, d, kCount, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  int close = 1;
+  for (int i = 0; i < kCount; ++i) close &= fabs(d[i] - dRef[i]) <= 1e-12 * (fabs(dRef[i]) + size);
+  CHECK(close, "double SUM is not exact under lossy settings");
+  CHECK(identicalOnAllRanks((const float*)d, kCount * 2), "double SUM differs between ranks");
+  free(d); free(dRef); free(n); free(nRef); free(f); free(fRef);
+}
+
+/* |got - exact| within the codec's bound (see src/algo/compressed_ring.h), loosely. */
+static void checkDense(const float* got, int count, const char* what) {
+  const double u = strcmp(codec, "fp16") == 0 ? 1.0 / 2048 : strcmp(codec, "bf16") == 0 ? 1.0 / 256 : 0;
+  int bad = -1;
+  for (int i = 0; i < count && bad < 0; ++i) {
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < size; ++r) { exact += valueOf(r, i); magnitude += fabs(valueOf(r, i)); }
+    const double bound = (size + 1) * (u + 2.0 / 16777216) * magnitude * 1.01 + size * 3e-8;
+    if (fabs(got[i] - exact) > bound) bad = i;
+  }
+  CHECK(bad < 0, "%s: element %d outside the error bound", what, bad);
+  CHECK(identicalOnAllRanks(got, count), "%s: ranks hold different bits", what);
+}
+
+static void floatSums(void) {
+  float* x = malloc(kCount * sizeof(float));
+  for (int i = 0; i < kCount; ++i) x[i] = valueOf(rank, i);
+  MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  if (density == 0) checkDense(x, kCount, "blocking float SUM");
+  else CHECK(identicalOnAllRanks(x, kCount), "blocking CSC: ranks hold different bits");
+  /* a fused burst: 8 tensors of 256K floats, posted then waited in a rank-dependent order */
+  enum { kTensors = 8, kElems = 1 << 18 };
+  float* t[kTensors];
+  MPI_Request req[kTensors];
+  for (int k = 0; k < kTensors; ++k) {
+    t[k] = malloc(kElems * sizeof(float));
+    for (int i = 0; i < kElems; ++i) t[k][i] = valueOf(rank, i);
+    MPI_Iallreduce(MPI_IN_PLACE, t[k], kElems, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
+  }
+  for (int k = 0; k < kTensors; ++k) MPI_Wait(&req[(k + rank) % kTensors], MPI_STATUS_IGNORE);
+  for (int k = 0; k < kTensors; ++k) {
+    if (density == 0) checkDense(t[k], kElems, "fused float SUM");
+    else CHECK(identicalOnAllRanks(t[k], kElems), "fused CSC: ranks hold different bits");
+    free(t[k]);
+  }
+  free(x);
+}
+
+static void overflowRedo(void) {
+  float* x = malloc(kCount * sizeof(float));
+  for (int i = 0; i < kCount; ++i) x[i] = i % 2 ? 40000.0f : 1.0f;
+  MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  int exact = 1;
+  for (int i = 0; i < kCount; ++i) exact &= x[i] == (i % 2 ? 40000.0f * size : (float)size);
+  CHECK(exact, "overflowing float SUM was not redone exactly (size %d)", size);
+  free(x);
+}
+
+/* Zeros, one call with data, then zeros until every chunk was selected once: the total delivered
+ * is the exact sum (all partial sums are small integers, so every codec carries them exactly). */
+static void cscConservation(int fused) {
+  float* x = malloc(kCount * sizeof(float));
+  double* delivered = calloc(kCount, sizeof(double));
+  /* the environment sets 2 warm-up calls: the data arrive once sparsity has started */
+  const int calls = 3 + (int)ceil(1.0 / density) + 2;
+  enum { kParts = 4 };
+  const int part = kCount / kParts;
+  for (int c = 0; c < calls; ++c) {
+    for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? (float)((i + rank) % 5) : 0.0f;
+    if (fused) { /* four tensors: fused buckets carry each one's residual */
+      MPI_Request req[kParts];
+      for (int k = 0; k < kParts; ++k)
+        MPI_Iallreduce(MPI_IN_PLACE, x + k * part, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
+      MPI_Waitall(kParts, req, MPI_STATUSES_IGNORE);
+    } else {
+      MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    for (int i = 0; i < kCount; ++i) delivered[i] += x[i];
+  }
+  int bad = -1;
+  for (int i = 0; i < kCount && bad < 0; ++i) {
+    double exact = 0;
+    for (int r = 0; r < size; ++r) exact += (i + r) % 5;
+    if (delivered[i] != exact) bad = i;
+  }
+  CHECK(bad < 0, "CSC (%s) lost or invented gradient: element %d delivered %g",
+        fused ? "fused" : "blocking", bad,
+        bad < 0 ? 0.0 : delivered[bad]);
+  free(x);
+  free(delivered);
+}
+
+static void cscDifferentBuffers(void) {
+  float* a = malloc(kCount * sizeof(float));
+  float* b = malloc(kCount * sizeof(float));
+  for (int c = 0; c < 6; ++c) {
+    float* x = rank == 0 && c % 2 ? b : a;
+    for (int i = 0; i < kCount; ++i) x[i] = valueOf(rank, i);
+    MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(identicalOnAllRanks(x, kCount), "CSC with different buffers: ranks differ (call %d)", c);
+  }
+  free(a);
+  free(b);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s CODEC DENSITY\n", argv[0]);
+    return 2;
+  }
+  codec = argv[1];
+  density = atof(argv[2]);
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  optInScope();
+  floatSums();
+  if (strcmp(codec, "fp16") == 0 && density == 0) overflowRedo();
+  if (density > 0) {
+    cscConservation(0);
+    cscConservation(1);
+    cscDifferentBuffers();
+  }
+  int total = 0;
+  PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("lossy_allreduce: codec %s density %g on %d ranks: %s\n", codec, density, size, total ? "FAILED" : "passed");
+  MPI_Finalize();
+  return total ? 1 : 0;
+}

@@ -23,9 +23,11 @@
 #include <string>
 #include <utility>
 
+#include "compress/half_codec.h"
 #include "config/config.h"
 #include "engine/cost_model.h"
 #include "engine/policy.h"
+#include "engine/stats.h"
 #include "topo/detect.h"
 #include "topo/local_topology.h"
 #include "version.h"
@@ -85,6 +87,7 @@ void printFeatures() {
       "              loaded at run time; CUDA and NCCL are not used yet)\n",
       gfshim::kHaveCuda ? "yes" : "no", gfshim::kHaveNccl ? "yes" : "no",
       gfshim::kHaveHwloc ? "yes" : "no", gfshim::kHaveUcx ? "yes" : "no");
+  std::printf("fp16/bf16   : %s conversion on this CPU\n", gfshim::halfCodecImplementation());
 }
 
 void printTopology(const gfshim::Topology& topology, const std::string& hardwareSource,
@@ -127,10 +130,12 @@ void printDecisions(const gfshim::Topology& topology, int size, const gfshim::Se
     gfshim::Plan plan = gfshim::planCall(call, settings);
     plan = gfshim::planOnComm(plan, facts);
     plan = gfshim::chooseAlgorithm(plan, facts, settings, *call.dtype, *call.op, bytes);
-    std::printf("%10llu  %-58s %s\n", static_cast<unsigned long long>(bytes),
-                (std::string(plan.route == gfshim::Route::kEngine ? "" : "pass through: ") +
-                 gfshim::reasonText(plan.reason))
-                    .c_str(),
+    std::string path = std::string(plan.route == gfshim::Route::kEngine ? "" : "pass through: ") +
+                       gfshim::reasonText(plan.reason);
+    if (plan.lossy.any()) {
+      path += std::string(" + ") + gfshim::lossyModeName(gfshim::lossyModeIndex(plan.lossy));
+    }
+    std::printf("%10llu  %-58s %s\n", static_cast<unsigned long long>(bytes), path.c_str(),
                 gfshim::formatEstimate(plan.estimate).c_str());
   }
 }

@@ -1,7 +1,10 @@
 #include "algo/ring_allreduce.h"
 
 #include <cstring>
+#include <optional>
 #include <vector>
+
+#include "common/trace_phase.h"
 
 namespace gfshim {
 
@@ -82,7 +85,15 @@ Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Tra
   for (size_t u = firstUnit; u < firstUnit + kRingRecvDepth && u < units && status.isOk(); ++u) {
     status = postRecvUnit(u);
   }
+  // For GFSHIM_TIMELINE: the pipelined loop crosses from reduce-scatter to allgather at one unit.
+  const size_t allgatherUnit = static_cast<size_t>(ranks - 1) * segments;
+  std::optional<TracePhase> phase;
+  phase.emplace(firstUnit < allgatherUnit ? "ring reduce-scatter" : "ring allgather");
   for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
+    if (u == allgatherUnit && u != firstUnit) {
+      phase.reset();
+      phase.emplace("ring allgather");
+    }
     const int step = stepOf(u);
     const ElementRange range = schedule.recvRange(step, segmentOf(u));
     const TransferId id = recvIds[u % kRingRecvDepth];

@@ -3,6 +3,7 @@
 #include "algo/compressed_ring.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
+#include "common/trace_phase.h"
 #include "transport/group_transport.h"
 
 namespace gfshim {
@@ -18,15 +19,21 @@ Status runTorusPasses(const TorusGrid& grid, size_t count, size_t elementBytes,
   GroupTransport row(transport, grid.row, grid.rowIndex);
   GroupTransport column(transport, grid.column, grid.columnIndex);
   const RingSchedule rowSchedule(row.size(), row.rank(), count, elementBytes, segmentBytes);
-  GFSHIM_RETURN_IF_ERROR(runPass(rowSchedule, RingPart::kReduceScatter, row, send, recv));
+  {
+    const TracePhase phase("torus row reduce-scatter");
+    GFSHIM_RETURN_IF_ERROR(runPass(rowSchedule, RingPart::kReduceScatter, row, send, recv));
+  }
 
   const ElementRange shard = ringChunk(count, row.size(), ringNext(row.rank(), row.size()));
   void* shardData = static_cast<std::byte*>(recv) + shard.offset * elementBytes;
   const RingSchedule columnSchedule(column.size(), column.rank(), shard.count, elementBytes,
                                     segmentBytes);
-  GFSHIM_RETURN_IF_ERROR(
-      runPass(columnSchedule, RingPart::kAllreduce, column, shardData, shardData));
-
+  {
+    const TracePhase phase("torus column allreduce");
+    GFSHIM_RETURN_IF_ERROR(
+        runPass(columnSchedule, RingPart::kAllreduce, column, shardData, shardData));
+  }
+  const TracePhase phase("torus row allgather");
   return runPass(rowSchedule, RingPart::kAllgather, row, recv, recv);
 }
 

@@ -377,6 +377,11 @@ void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) 
 
 void FusionQueue::run() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // the short sleeps between rounds stay short
+  std::optional<TimelinePhaseTracer> tracer;
+  if (settings_.timeline) {
+    tracer.emplace(*settings_.timeline);
+    setThreadPhaseTracer(&*tracer);
+  }
   Status status;
   {
     const TimelinePhase phase(settings_.timeline, "setup");
@@ -387,6 +392,7 @@ void FusionQueue::run() {
                 status.message().c_str());
   }
   rounds_.run(*this, status);
+  setThreadPhaseTracer(nullptr);
 }
 
 }  // namespace gfshim

@@ -3,8 +3,10 @@
 // timestamps in microseconds of the system clock, so the files of one machine line up; merge
 // them by concatenating their event arrays). Events: each operation's stay in its queue as an
 // async span ("b"/"e", id = operation), and on the communicator's progress thread the phases
-// setup, negotiate, pack, reduce (named after the algorithm: ring, torus2d, native), unpack and
-// complete as nested begin/end events ("B"/"E").
+// setup, negotiate, pack, reduce (named after the algorithm: ring, torus2d, native, with the lossy
+// mode if any), unpack and complete as nested begin/end events ("B"/"E"); inside reduce, the
+// algorithm's own phases (ring reduce-scatter / allgather; torus row reduce-scatter, column
+// allreduce, row allgather).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "common/trace_phase.h"
 
 namespace gfshim {
 
@@ -38,6 +42,17 @@ class Timeline {
   FILE* file_;
   int rank_;
   bool first_ = true;
+};
+
+// The algorithms' inner phases (common/trace_phase.h) as timeline phases of the calling thread.
+class TimelinePhaseTracer : public PhaseTracer {
+ public:
+  explicit TimelinePhaseTracer(Timeline& timeline) : timeline_(timeline) {}
+  void begin(const char* phase) override { timeline_.begin(phase); }
+  void end(const char* phase) override { timeline_.end(phase); }
+
+ private:
+  Timeline& timeline_;
 };
 
 // Begin and end of a phase on a timeline that may be absent (nullptr: nothing is recorded).

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Checks GFSHIM_TIMELINE files: each PATH.<rank>.json parses as JSON, its begin/end events are
 balanced and nested per thread, every queued operation leaves the queue, and the lazy
-allreduce's phases are there.
+allreduce's phases are there, and the REQUIRED phases (an algorithm's inner phases) too.
 
-usage: check_timeline.py PATH RANKS
+usage: check_timeline.py PATH RANKS [REQUIRED...]
 """
 import json
 import sys
@@ -11,7 +11,7 @@ import sys
 PHASES = {"setup", "negotiate", "complete"}
 
 
-def check(path, rank):
+def check(path, rank, required):
     with open(f"{path}.{rank}.json") as f:
         events = json.load(f)["traceEvents"]
     stacks, queued, names = {}, set(), set()
@@ -33,7 +33,7 @@ def check(path, rank):
     open_phases = {tid: s for tid, s in stacks.items() if s}
     assert not open_phases, f"phases never ended: {open_phases}"
     assert not queued, f"{len(queued)} operations never left the queue"
-    missing = PHASES - names
+    missing = (PHASES | set(required)) - names
     assert not missing, f"phases missing: {missing}"
     assert any(n.startswith("reduce ") for n in names), "no reduce phase"
     assert "pack" in names and "unpack" in names, "no fused bucket"
@@ -42,7 +42,7 @@ def check(path, rank):
 
 def main():
     path, ranks = sys.argv[1], int(sys.argv[2])
-    counts = [check(path, r) for r in range(ranks)]
+    counts = [check(path, r, sys.argv[3:]) for r in range(ranks)]
     print(f"timeline: {ranks} files, {sum(counts)} events, balanced")
 
 

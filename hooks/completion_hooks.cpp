@@ -18,7 +18,6 @@
 //
 // With no fused operation in flight every hook forwards to PMPI at the cost of one atomic load.
 #include <mpi.h>
-
 #include <sched.h>
 
 #include <chrono>

@@ -98,7 +98,7 @@ int lossyModeIndex(const LossyModes& modes) {
 
 const char* lossyModeName(int index) {
   static const char* const kNames[kLossyModeCount] = {"fp16", "bf16", "csc", "csc+fp16",
-                                                       "csc+bf16"};
+                                                      "csc+bf16"};
   return index >= 0 && index < kLossyModeCount ? kNames[index] : "exact";
 }
 
@@ -138,8 +138,8 @@ StatsCounters Stats::snapshot() const {
     for (int m = 0; m < kLossyModeCount; ++m) {
       for (int c = 0; c < kLossyCounterCount; ++c) {
         const uint64_t value = block->lossy[m][c].load(std::memory_order_relaxed);
-        out.lossy[m][c] = c == kLossyShadowErrorMax ? std::max(out.lossy[m][c], value)
-                                                    : out.lossy[m][c] + value;
+        out.lossy[m][c] =
+            c == kLossyShadowErrorMax ? std::max(out.lossy[m][c], value) : out.lossy[m][c] + value;
       }
     }
   }
@@ -223,8 +223,7 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
                   c[kLossyWireBytes] > 0 ? static_cast<double>(c[kLossyExactWire]) /
                                                static_cast<double>(c[kLossyWireBytes])
                                          : 0.0,
-                  static_cast<unsigned long long>(c[kLossyRedos]), sparse.c_str(),
-                  shadow.c_str());
+                  static_cast<unsigned long long>(c[kLossyRedos]), sparse.c_str(), shadow.c_str());
     report += line;
   }
   std::snprintf(line, sizeof(line),

@@ -20,12 +20,12 @@ int lossyModeIndex(const LossyModes& modes);  // -1 for exact
 const char* lossyModeName(int index);
 enum LossyCounter {
   kLossyCalls,
-  kLossyBytesIn,        // the calls' payload
-  kLossyWireBytes,      // what this rank sent, norms and overflow redos included
-  kLossyExactWire,      // what the exact ring would have sent: bytes x 2(p-1)/p
-  kLossyRedos,          // calls redone exactly after an overflow
-  kLossySparseElements, // elements of the calls that ran sparse (after warm-up)
-  kLossySentElements,   // of those, elements in the selected chunks
+  kLossyBytesIn,         // the calls' payload
+  kLossyWireBytes,       // what this rank sent, norms and overflow redos included
+  kLossyExactWire,       // what the exact ring would have sent: bytes x 2(p-1)/p
+  kLossyRedos,           // calls redone exactly after an overflow
+  kLossySparseElements,  // elements of the calls that ran sparse (after warm-up)
+  kLossySentElements,    // of those, elements in the selected chunks
   kLossyShadowCalls,
   kLossyShadowErrorSum,  // relative L2 error x 1e12, summed over shadowed calls
   kLossyShadowErrorMax,  // relative L2 error x 1e12, largest

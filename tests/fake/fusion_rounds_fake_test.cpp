@@ -95,8 +95,8 @@ class FakeDriver {
       call.dtype = bucket.dtype;
       call.op = bucket.op;
       call.inPlace = true;
-      GFSHIM_RETURN_IF_ERROR(executePlan(ringPlan(), call, transport_, workspace_, packed.data(),
-                                         packed.data()));
+      GFSHIM_RETURN_IF_ERROR(
+          executePlan(ringPlan(), call, transport_, workspace_, packed.data(), packed.data()));
       offset = 0;
       for (size_t index : bucket.ops) {
         const FakeOp& op = taken[index];
@@ -170,8 +170,7 @@ void expectResult(const std::byte* got, const OpShape& shape, int ranks, uint64_
   }
 }
 
-void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionBytes,
-                     unsigned seed) {
+void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionBytes, unsigned seed) {
   SCOPED_TRACE(testing::Message() << "ranks=" << ranks << " comms=" << comms
                                   << " fusionBytes=" << fusionBytes << " seed=" << seed);
   // The operations of every communicator: what MPI requires to match on all ranks.
@@ -182,8 +181,8 @@ void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionByt
     for (size_t k = 0; k < opsPerComm; ++k) {
       const int64_t count = static_cast<int64_t>(shapesRandom() % 700);  // 0 included
       const DType dtype = dtypes[shapesRandom() % 2];
-      const RedOp op = dtype == DType::kInt32 && shapesRandom() % 3 == 0 ? RedOp::kMax
-                                                                          : RedOp::kSum;
+      const RedOp op =
+          dtype == DType::kInt32 && shapesRandom() % 3 == 0 ? RedOp::kMax : RedOp::kSum;
       sequence.push_back({count, dtype, op});
     }
   }
@@ -335,9 +334,8 @@ TEST(FusionRoundsFake, FailedSetUpFailsOperationsWithoutCollectives) {
   FusionRounds<FakeOp> rounds;
   Completions completions;
   std::byte slot[4] = {};
-  std::thread loop([&] {
-    rounds.run(driver, Status::error(StatusCode::kTransportError, "no transport"));
-  });
+  std::thread loop(
+      [&] { rounds.run(driver, Status::error(StatusCode::kTransportError, "no transport")); });
   for (uint64_t k = 0; k < 5; ++k) {
     rounds.push({k, slot, slot, 1, DType::kInt32, RedOp::kSum, &completions});
   }

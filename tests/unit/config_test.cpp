@@ -150,6 +150,24 @@ TEST(Config, BadValueKeepsDefaultAndSaysWhy) {
   EXPECT_TRUE(mentions(config, "GFSHIM_ALGO='tree' is invalid: accepted: auto, ring, native"));
 }
 
+// A bad lossy setting never turns a lossy mode on: the default (exact) stays, with a diagnostic.
+TEST(Config, BadLossySettingsStayExact) {
+  const Config config = Config::load(inputs(
+      {{"GFSHIM_COMPRESS", "fp8"}, {"GFSHIM_CSC_DENSITY", "1.5"}, {"GFSHIM_SHADOW_EVERY", "-1"}}));
+  const Settings settings = settingsFrom(config);
+  EXPECT_EQ(settings.compress, WireCodec::kNone);
+  EXPECT_EQ(settings.cscDensity, 0.0);
+  EXPECT_EQ(settings.shadowEvery, 0u);
+  ASSERT_EQ(config.diagnostics().size(), 3u);
+  EXPECT_TRUE(mentions(config, "GFSHIM_COMPRESS='fp8' is invalid: accepted: none, fp16, bf16"));
+  EXPECT_TRUE(mentions(config, "GFSHIM_CSC_DENSITY='1.5'"));
+  const Settings good = settingsFrom(Config::load(inputs(
+      {{"GFSHIM_COMPRESS", "BF16"}, {"GFSHIM_CSC_DENSITY", "0.1"}, {"GFSHIM_CSC_CHUNK", "1K"}})));
+  EXPECT_EQ(good.compress, WireCodec::kBf16);
+  EXPECT_EQ(good.cscDensity, 0.1);
+  EXPECT_EQ(good.cscChunkElements, 1024u);
+}
+
 TEST(Config, UnknownVariablesAreReportedWithSuggestions) {
   const Config config = Config::load(inputs({{"GFSHIM_ALOG", "ring"}, {"GFSHIM_FOO", "1"}}));
   EXPECT_TRUE(mentions(

@@ -93,25 +93,43 @@ CommFacts layout(int size, int nodes, int ranksPerNode) {
 TEST(TorusPolicy, ChoosesTheTorusOnlyWhereAProperGridExists) {
   Settings settings;
   settings.algo = AlgoChoice::kTorus2d;
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(8, 4, 2), settings, DType::kFloat32, RedOp::kSum, 64 << 20).reason,
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(8, 4, 2), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .reason,
             Reason::kTorusOnNodes);
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(8, 4, 2), settings, DType::kFloat32, RedOp::kSum, 64 << 20).algo, Algo::kTorus2d);
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(7, 2, 0), settings, DType::kFloat32, RedOp::kSum, 64 << 20).reason,
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(8, 4, 2), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .algo,
+            Algo::kTorus2d);
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(7, 2, 0), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .reason,
             Reason::kRingTorusHeterogeneous);
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(4, 1, 4), settings, DType::kFloat32, RedOp::kSum, 64 << 20).reason,
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(4, 1, 4), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .reason,
             Reason::kRingTorusDegenerate);
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(4, 4, 1), settings, DType::kFloat32, RedOp::kSum, 64 << 20).algo, Algo::kRing);
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(4, 4, 1), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .algo,
+            Algo::kRing);
   settings.torusX = 2;
   settings.torusY = 2;
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(4, 1, 4), settings, DType::kFloat32, RedOp::kSum, 64 << 20).reason,
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(4, 1, 4), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .reason,
             Reason::kTorusOnForcedDims);
-  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(6, 1, 6), settings, DType::kFloat32, RedOp::kSum, 64 << 20).reason,
+  EXPECT_EQ(chooseAlgorithm(torusPlan(), layout(6, 1, 6), settings, DType::kFloat32, RedOp::kSum,
+                            64 << 20)
+                .reason,
             Reason::kRingTorusDimsMismatch);
   // A ring plan is left alone.
   Plan ring = torusPlan();
   ring.algo = Algo::kRing;
   ring.reason = Reason::kAutoRing;
-  EXPECT_EQ(chooseAlgorithm(ring, layout(4, 2, 2), settings, DType::kFloat32, RedOp::kSum, 64 << 20).reason, Reason::kAutoRing);
+  EXPECT_EQ(chooseAlgorithm(ring, layout(4, 2, 2), settings, DType::kFloat32, RedOp::kSum, 64 << 20)
+                .reason,
+            Reason::kAutoRing);
 }
 
 TEST(TorusPolicy, Torus2dSettingGivesAProvisionalTorusPlan) {

@@ -1,10 +1,7 @@
 #include "algo/compressed_ring.h"
 
 #include <cstdint>
-#include <optional>
 #include <vector>
-
-#include "common/trace_phase.h"
 
 namespace gfshim {
 namespace {
@@ -135,56 +132,24 @@ Status runCompressedRing(const RingSchedule& schedule, RingPart part, HalfFormat
     return transport.postRecv(target, range.count * sizeof(uint16_t), prev, &id);
   };
 
-  Status status;
-  for (size_t k = 0; k < segments && status.isOk(); ++k) {
-    status = encodeUnit(firstUnit + k);
-    if (status.isOk()) status = postSendUnit(firstUnit + k);
-  }
-  for (size_t u = firstUnit; u < firstUnit + kRingRecvDepth && u < units && status.isOk(); ++u) {
-    status = postRecvUnit(u);
-  }
-  // For GFSHIM_TIMELINE: the pipelined loop crosses from reduce-scatter to allgather at one unit.
-  const size_t allgatherUnit = static_cast<size_t>(ranks - 1) * segments;
-  std::optional<TracePhase> phase;
-  phase.emplace(firstUnit < allgatherUnit ? "ring reduce-scatter" : "ring allgather");
-  for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
-    if (u == allgatherUnit && u != firstUnit) {
-      phase.reset();
-      phase.emplace("ring allgather");
+  // Units up to the allgather's first step send something new, encoded first; later allgather
+  // units forward the 16 bits they received.
+  auto encodeAndPostSend = [&](size_t unit) -> Status {
+    if (stepOf(unit) <= allgatherStep) GFSHIM_RETURN_IF_ERROR(encodeUnit(unit));
+    return postSendUnit(unit);
+  };
+  auto received = [&](size_t unit) {
+    const int step = stepOf(unit);
+    const ElementRange range = schedule.recvRange(step, segmentOf(unit));
+    float* out = recv + range.offset;
+    if (step < allgatherStep) {
+      decodeAdd(format, recvSlot(unit), send + range.offset, scale, out, range.count);
+    } else {
+      decodeHalf(format, wireSlot(unit + segments), out, range.count);
     }
-    const int step = stepOf(u);
-    const ElementRange range = schedule.recvRange(step, segmentOf(u));
-    const TransferId id = recvIds[u % kRingRecvDepth];
-    recvIds[u % kRingRecvDepth] = kNone;
-    if (id != kNone) {
-      status = transport.wait(id);
-      if (!status.isOk()) break;
-      float* out = recv + range.offset;
-      if (step < allgatherStep) {
-        decodeAdd(format, recvSlot(u), send + range.offset, scale, out, range.count);
-      } else {
-        decodeHalf(format, wireSlot(u + segments), out, range.count);
-      }
-    }
-    if (u + kRingRecvDepth < units) status = postRecvUnit(u + kRingRecvDepth);
-    if (status.isOk() && step + 1 < endStep) {
-      // Reduce-scatter results are encoded anew; allgather segments travel on as received.
-      if (step < allgatherStep) status = encodeUnit(u + segments);
-      if (status.isOk()) status = postSendUnit(u + segments);
-    }
-  }
-  if (!status.isOk()) {
-    // As runRing: withdraw everything still posted, so no request outlives the call.
-    for (size_t i = 0; i < kRingRecvDepth; ++i) {
-      if (recvIds[i] != kNone) transport.cancel(recvIds[i]);
-    }
-    for (size_t u = firstUnit; u < units; ++u) {
-      if (sendIds[u] != kNone) transport.cancel(sendIds[u]);
-    }
-    return status;
-  }
-  for (size_t u = firstUnit; u < units && status.isOk(); ++u) status = waitSend(u);
-  return status;
+  };
+  return runRingPipeline(firstUnit, units, segments, ranks, transport, sendIds.data(), recvIds,
+                         encodeAndPostSend, postRecvUnit, received);
 }
 
 }  // namespace gfshim

@@ -1,10 +1,7 @@
 #include "algo/ring_allreduce.h"
 
 #include <cstring>
-#include <optional>
 #include <vector>
-
-#include "common/trace_phase.h"
 
 namespace gfshim {
 
@@ -80,49 +77,26 @@ Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Tra
     return transport.postRecv(target, range.count * elementBytes, prev, &id);
   };
 
-  Status status;
-  for (size_t k = 0; k < segments && status.isOk(); ++k) status = postSendUnit(firstUnit + k);
-  for (size_t u = firstUnit; u < firstUnit + kRingRecvDepth && u < units && status.isOk(); ++u) {
-    status = postRecvUnit(u);
+  auto received = [&](size_t unit) {
+    const int step = stepOf(unit);
+    if (schedule.step(step).phase != RingPhase::kReduceScatter) return;  // already in place
+    const ElementRange range = schedule.recvRange(step, segmentOf(unit));
+    const size_t offset = range.offset * elementBytes;
+    reduce(scratch + (unit % kRingRecvDepth) * slotBytes, sendBytes + offset, recvBytes + offset,
+           range.count);
+  };
+  return runRingPipeline(firstUnit, units, segments, ranks, transport, sendIds.data(), recvIds,
+                         postSendUnit, postRecvUnit, received);
+}
+
+void cancelPosted(Transport& transport, const TransferId* recvIds, size_t recvWindow,
+                  const TransferId* sendIds, size_t firstUnit, size_t endUnit) {
+  for (size_t i = 0; i < recvWindow; ++i) {
+    if (recvIds[i] != -1) transport.cancel(recvIds[i]);
   }
-  // For GFSHIM_TIMELINE: the pipelined loop crosses from reduce-scatter to allgather at one unit.
-  const size_t allgatherUnit = static_cast<size_t>(ranks - 1) * segments;
-  std::optional<TracePhase> phase;
-  phase.emplace(firstUnit < allgatherUnit ? "ring reduce-scatter" : "ring allgather");
-  for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
-    if (u == allgatherUnit && u != firstUnit) {
-      phase.reset();
-      phase.emplace("ring allgather");
-    }
-    const int step = stepOf(u);
-    const ElementRange range = schedule.recvRange(step, segmentOf(u));
-    const TransferId id = recvIds[u % kRingRecvDepth];
-    recvIds[u % kRingRecvDepth] = kNone;
-    if (id != kNone) {
-      status = transport.wait(id);
-      if (!status.isOk()) break;
-      if (schedule.step(step).phase == RingPhase::kReduceScatter) {
-        const size_t offset = range.offset * elementBytes;
-        reduce(scratch + (u % kRingRecvDepth) * slotBytes, sendBytes + offset, recvBytes + offset,
-               range.count);
-      }
-    }
-    if (u + kRingRecvDepth < units) status = postRecvUnit(u + kRingRecvDepth);
-    if (status.isOk() && step + 1 < endStep) status = postSendUnit(u + segments);
+  for (size_t u = firstUnit; u < endUnit; ++u) {
+    if (sendIds[u] != -1) transport.cancel(sendIds[u]);
   }
-  if (!status.isOk()) {
-    // Withdraw whatever is still posted, so no request outlives the call: a receive left behind
-    // would write into scratch or the user's buffer later, or match the next call's messages.
-    for (size_t i = 0; i < kRingRecvDepth; ++i) {
-      if (recvIds[i] != kNone) transport.cancel(recvIds[i]);
-    }
-    for (size_t u = firstUnit; u < units; ++u) {
-      if (sendIds[u] != kNone) transport.cancel(sendIds[u]);
-    }
-    return status;
-  }
-  for (size_t u = firstUnit; u < units && status.isOk(); ++u) status = waitSend(u);
-  return status;
 }
 
 }  // namespace gfshim

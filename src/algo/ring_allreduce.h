@@ -20,9 +20,12 @@
 // 2(p-1)/p * count * elementBytes bytes; scratch is depth * maxSegmentElements * elementBytes.
 #pragma once
 
+#include <optional>
+
 #include "algo/reducer.h"
 #include "algo/ring_schedule.h"
 #include "algo/workspace.h"
+#include "common/trace_phase.h"
 #include "common/status.h"
 #include "transport/transport.h"
 
@@ -41,5 +44,81 @@ enum class RingPart { kAllreduce, kReduceScatter, kAllgather };
 
 Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Transport& transport,
                Workspace& workspace, const void* send, void* recv);
+
+// Shared by the ring executors (this one and algo/compressed_ring.h).
+//
+// The ring's phases for a tracer (common/trace_phase.h, GFSHIM_TIMELINE): the pipelined loop
+// crosses from reduce-scatter to allgather at unit `allgatherUnit` = (p-1) * segments.
+class RingPhaseTrace {
+ public:
+  RingPhaseTrace(size_t firstUnit, size_t allgatherUnit)
+      : firstUnit_(firstUnit), allgatherUnit_(allgatherUnit) {
+    phase_.emplace(firstUnit < allgatherUnit ? "ring reduce-scatter" : "ring allgather");
+  }
+  void atUnit(size_t unit) {
+    if (unit != allgatherUnit_ || unit == firstUnit_) return;
+    phase_.reset();
+    phase_.emplace("ring allgather");
+  }
+
+ private:
+  size_t firstUnit_;
+  size_t allgatherUnit_;
+  std::optional<TracePhase> phase_;
+};
+
+// After an error: withdraws every receive still posted in the window `recvIds` and every send of
+// the units [firstUnit, endUnit) still posted, so that no request outlives the call (a receive
+// left behind would write into scratch or the user's buffer later, or match the next call's
+// messages). -1 marks an id that is not posted.
+void cancelPosted(Transport& transport, const TransferId* recvIds, size_t recvWindow,
+                  const TransferId* sendIds, size_t firstUnit, size_t endUnit);
+
+// The pipeline itself, over the units u = step * segments + segment in [firstUnit, units):
+//
+//   post the sends of the first step's units; post receives of the first kRingRecvDepth units
+//   for each unit u: wait for its receive, received(u); post the receive of u + depth;
+//                    unless u's step is the last, post the send of u + segments
+//   wait for every send (on an error: cancel everything still posted instead)
+//
+// The executor's hooks: postSend(unit) and postRecv(unit) return a Status and record the
+// TransferId in sendIds[unit] / recvIds[unit % kRingRecvDepth] (-1 when nothing was posted);
+// received(unit) consumes a received segment. So only what travels and how a segment is consumed
+// differ between the executors, not the order of transfers.
+template <typename PostSend, typename PostRecv, typename Received>
+Status runRingPipeline(size_t firstUnit, size_t units, size_t segments, int ranks,
+                       Transport& transport, TransferId* sendIds, TransferId* recvIds,
+                       PostSend&& postSend, PostRecv&& postRecv, Received&& received) {
+  const size_t lastStepUnit = units - segments;  // units from here on send nothing further
+  Status status;
+  for (size_t k = 0; k < segments && status.isOk(); ++k) status = postSend(firstUnit + k);
+  for (size_t u = firstUnit; u < firstUnit + kRingRecvDepth && u < units && status.isOk(); ++u) {
+    status = postRecv(u);
+  }
+  RingPhaseTrace phases(firstUnit, static_cast<size_t>(ranks - 1) * segments);
+  for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
+    phases.atUnit(u);
+    const TransferId id = recvIds[u % kRingRecvDepth];
+    recvIds[u % kRingRecvDepth] = -1;
+    if (id != -1) {
+      status = transport.wait(id);
+      if (!status.isOk()) break;
+      received(u);
+    }
+    if (u + kRingRecvDepth < units) status = postRecv(u + kRingRecvDepth);
+    if (status.isOk() && u < lastStepUnit) status = postSend(u + segments);
+  }
+  if (!status.isOk()) {
+    cancelPosted(transport, recvIds, kRingRecvDepth, sendIds, firstUnit, units);
+    return status;
+  }
+  for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
+    if (sendIds[u] == -1) continue;
+    const TransferId id = sendIds[u];
+    sendIds[u] = -1;
+    status = transport.wait(id);
+  }
+  return status;
+}
 
 }  // namespace gfshim

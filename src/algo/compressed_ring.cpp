@@ -88,6 +88,9 @@ Status runCompressedRing(const RingSchedule& schedule, RingPart part, HalfFormat
     return transport.wait(id);
   };
   // Before unit `unit` writes its wire slot, the send of the slot's previous user must be done.
+  // Every unit claims its slot in unit order, also a unit with an empty segment (the short last
+  // segments of uneven chunks): otherwise the claim after it would wait only for the empty unit's
+  // (absent) send, while the unit before it might still be sending from the slot.
   auto claimWireSlot = [&](size_t unit) -> Status {
     return unit >= wireSlots ? waitSend(unit - wireSlots) : Status::ok();
   };
@@ -98,8 +101,8 @@ Status runCompressedRing(const RingSchedule& schedule, RingPart part, HalfFormat
   auto encodeUnit = [&](size_t unit) -> Status {
     const int step = stepOf(unit);
     const ElementRange range = schedule.sendRange(step, segmentOf(unit));
+    GFSHIM_RETURN_IF_ERROR(claimWireSlot(unit));  // even when empty: see claimWireSlot
     if (range.count == 0) return Status::ok();
-    GFSHIM_RETURN_IF_ERROR(claimWireSlot(unit));
     uint16_t* slot = wireSlot(unit);
     if (step == 0) {
       encodeHalf(format, send + range.offset, scale, slot, range.count);
@@ -121,14 +124,11 @@ Status runCompressedRing(const RingSchedule& schedule, RingPart part, HalfFormat
     const ElementRange range = schedule.recvRange(step, segmentOf(unit));
     TransferId& id = recvIds[unit % kRingRecvDepth];
     id = kNone;
-    if (range.count == 0) return Status::ok();
-    uint16_t* target;
-    if (step < allgatherStep) {
-      target = recvSlot(unit);
-    } else {
-      GFSHIM_RETURN_IF_ERROR(claimWireSlot(unit + segments));
-      target = wireSlot(unit + segments);
+    if (step >= allgatherStep) {
+      GFSHIM_RETURN_IF_ERROR(claimWireSlot(unit + segments));  // even when empty
     }
+    if (range.count == 0) return Status::ok();
+    uint16_t* target = step < allgatherStep ? recvSlot(unit) : wireSlot(unit + segments);
     return transport.postRecv(target, range.count * sizeof(uint16_t), prev, &id);
   };
 

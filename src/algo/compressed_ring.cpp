@@ -81,12 +81,7 @@ Status runCompressedRing(const RingSchedule& schedule, RingPart part, HalfFormat
   // segments), the unit that forwards it.
   auto wireSlot = [&](size_t unit) { return wire + (unit % wireSlots) * slotElements; };
 
-  auto waitSend = [&](size_t unit) -> Status {
-    if (sendIds[unit] == kNone) return Status::ok();
-    const TransferId id = sendIds[unit];
-    sendIds[unit] = kNone;
-    return transport.wait(id);
-  };
+  auto waitSend = [&](size_t unit) { return waitPosted(transport, sendIds[unit]); };
   // Before unit `unit` writes its wire slot, the send of the slot's previous user must be done.
   // Every unit claims its slot in unit order, also a unit with an empty segment (the short last
   // segments of uneven chunks): otherwise the claim after it would wait only for the empty unit's

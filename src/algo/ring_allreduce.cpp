@@ -42,12 +42,7 @@ Status runRing(const RingSchedule& schedule, RingPart part, ReduceFn reduce, Tra
   auto stepOf = [segments](size_t unit) { return static_cast<int>(unit / segments); };
   auto segmentOf = [segments](size_t unit) { return unit % segments; };
 
-  auto waitSend = [&](size_t unit) -> Status {
-    if (sendIds[unit] == kNone) return Status::ok();
-    const TransferId id = sendIds[unit];
-    sendIds[unit] = kNone;
-    return transport.wait(id);
-  };
+  auto waitSend = [&](size_t unit) { return waitPosted(transport, sendIds[unit]); };
 
   // Step 0 sends the own contribution straight from the input; later steps send what the
   // previous step produced in the receive buffer.

@@ -67,6 +67,14 @@ class RingPhaseTrace {
   std::optional<TracePhase> phase_;
 };
 
+// Waits for a posted transfer and marks its id not posted (-1); nothing to do when it is -1.
+inline Status waitPosted(Transport& transport, TransferId& id) {
+  if (id == -1) return Status::ok();
+  const TransferId posted = id;
+  id = -1;
+  return transport.wait(posted);
+}
+
 // After an error: withdraws every receive still posted in the window `recvIds` and every send of
 // the units [firstUnit, endUnit) still posted, so that no request outlives the call (a receive
 // left behind would write into scratch or the user's buffer later, or match the next call's
@@ -113,10 +121,7 @@ Status runRingPipeline(size_t firstUnit, size_t units, size_t segments, int rank
     return status;
   }
   for (size_t u = firstUnit; u < units && status.isOk(); ++u) {
-    if (sendIds[u] == -1) continue;
-    const TransferId id = sendIds[u];
-    sendIds[u] = -1;
-    status = transport.wait(id);
+    status = waitPosted(transport, sendIds[u]);
   }
   return status;
 }

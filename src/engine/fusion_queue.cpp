@@ -249,8 +249,10 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   Plan plan = planOnComm(planCall(call, settings_.settings), facts_);
   plan = chooseAlgorithm(plan, facts_, settings_.settings, bucket.dtype, bucket.op, bucket.bytes);
 
-  const std::string size = "\"bytes\": " + std::to_string(bucket.bytes) +
-                           ", \"operations\": " + std::to_string(bucket.ops.size());
+  const std::string size = settings_.timeline == nullptr
+                               ? std::string()
+                               : "\"bytes\": " + std::to_string(bucket.bytes) +
+                                     ", \"operations\": " + std::to_string(bucket.ops.size());
   size_t offset = 0;
   if (!single) {
     const TimelinePhase phase(settings_.timeline, "pack", size);

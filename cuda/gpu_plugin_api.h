@@ -1,0 +1,89 @@
+// The interface between libgfshim.so and its GPU plugin libgfshim_cuda.so (cuda/nccl_plugin.cpp).
+//
+// libgfshim.so never links CUDA or NCCL: it finds the plugin next to itself and dlopens it the
+// first time a communicator is agreed to run an allreduce on GPU buffers through NCCL
+// (src/engine/gpu_route.h). The plugin links the CUDA runtime statically and dlopens libnccl.so.2
+// itself, so a machine without NCCL gets a clear "why" from probe() instead of a failed load.
+//
+// Division of work: everything MPI (agreeing on the route, creating and broadcasting the NCCL
+// unique ids with PMPI on the communicator's private duplicate) stays in libgfshim.so; the
+// plugin owns the NCCL communicators, its CUDA stream, device scratch and the device residuals
+// of the lossy modes. Both sides are built from the same tree; abiVersion guards mixing builds.
+//
+// Threading: one group is used by one thread at a time (the shim serializes per communicator).
+// Every entry restores the calling thread's current CUDA device before it returns.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/types.h"
+#include "config/config.h"
+
+namespace gfshim {
+
+constexpr int kGpuPluginAbiVersion = 1;
+constexpr size_t kNcclUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
+
+// One user communicator's NCCL communicators, made from ids the shim distributed. Row and column
+// are the torus2d grid's (row = ranks of one node, column = the same local rank on every node);
+// rowSize == 0 means no grid: torus calls are not made on this group.
+struct GpuGroupSpec {
+  int device = -1;  // CUDA device ordinal of this rank's buffers
+  int worldSize = 0, worldRank = 0;
+  uint8_t worldId[kNcclUniqueIdBytes] = {};
+  int rowSize = 0, rowRank = 0;
+  uint8_t rowId[kNcclUniqueIdBytes] = {};
+  int colSize = 0, colRank = 0;
+  uint8_t colId[kNcclUniqueIdBytes] = {};
+  uint64_t cscMaxResidualBytes = 0;  // device memory cap of the residuals (GFSHIM_CSC_MAX_RESIDUAL_BYTES)
+};
+
+// One blocking allreduce on device buffers of `device` (send == recv for MPI_IN_PLACE). Returns
+// when the result is in recv (the plugin synchronizes its stream). Its stream is a blocking
+// stream, so it is ordered after the application's work on the legacy default stream.
+struct GpuCall {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DType dtype = DType::kFloat32;
+  RedOp op = RedOp::kSum;
+  bool torus = false;  // row ReduceScatter, column AllReduce, row AllGather (else one AllReduce)
+  // Lossy modes (only for kFloat32 + kSum; the shim's policy decided them, identically on all ranks):
+  WireCodec codec = WireCodec::kNone;  // fp16/bf16 on the wire; Inf/NaN in the result redoes it exactly
+  bool prescale = false;               // divide by worldSize before encoding, multiply back after
+  double cscDensity = 0;               // > 0: CSC with these parameters (src/compress/csc.h)
+  size_t cscChunkElements = 4096;
+  int64_t cscWarmupCalls = 0;
+  uintptr_t residualKey = 0;  // the user's recv address: residuals are kept per (group, key, count)
+};
+
+// What the call did, for the stats report.
+struct GpuCallRecord {
+  uint64_t wireBytes = 0;     // bytes this rank sent, computed from NCCL's algorithms (ring: 2(p-1)/p of the payload)
+  bool overflowRedo = false;  // fp16/bf16 result held Inf/NaN: redone exactly
+  bool sparse = false;        // CSC ran sparse (false: warm-up, cap, or a peer ran dense)
+  size_t selectedChunks = 0, chunks = 0;
+};
+
+struct GpuPluginApi {
+  int abiVersion;
+  // Whether NCCL (dlopened) and `device` are usable in this process; false with *why otherwise.
+  bool (*probe)(int device, char* why, size_t whyBytes);
+  // ncclGetUniqueId.
+  bool (*uniqueId)(uint8_t id[kNcclUniqueIdBytes], char* why, size_t whyBytes);
+  // Collective over every rank of the spec (world, then row, then column communicator): all
+  // ranks call it together. On failure *group is null and nothing is left behind.
+  bool (*groupCreate)(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes);
+  void (*groupDestroy)(void* group);
+  // Whether NCCL reduces this type with this op (the shim stages other calls).
+  bool (*supports)(DType dtype, RedOp op);
+  // Collective over the group's world; see GpuCall.
+  bool (*allreduce)(void* group, const GpuCall* call, GpuCallRecord* record, char* why,
+                    size_t whyBytes);
+};
+
+}  // namespace gfshim
+
+// The plugin's one exported symbol.
+extern "C" const gfshim::GpuPluginApi* gfshim_gpu_plugin_api();

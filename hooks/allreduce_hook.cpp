@@ -8,8 +8,10 @@
 #include <string>
 
 #include "common/log.h"
+#include "cuda/cuda_driver.h"
 #include "engine/execute.h"
 #include "engine/policy.h"
+#include "hooks/gpu_allreduce.h"
 #include "hooks/hook_api.h"
 #include "hooks/mpi_handles.h"
 #include "hooks/runtime.h"
@@ -106,7 +108,17 @@ int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason re
   rt.stats.record(reason, call.bytes(), 0, 0);
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> passthrough: %s", static_cast<long long>(a.count),
                reasonText(reason));
-  return callPmpi(a);
+  bool staged = false;
+  const int rc = stagedPassthrough(
+      rt, call, reason, a.send, a.recv, MPI_IN_PLACE,
+      [&a](const void* send, void* recv) {
+        TypedArgs host = a;
+        host.send = send;
+        host.recv = recv;
+        return callPmpi(host);
+      },
+      &staged);
+  return staged ? rc : callPmpi(a);
 }
 
 // The start both engine paths share: the communicator's state and the plan on it. Returns true
@@ -157,19 +169,34 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   const auto start = std::chrono::steady_clock::now();
   const void* send = call.inPlace ? a.recv : a.send;
   const TorusGrid* grid = state->torusGrid ? &*state->torusGrid : nullptr;
-  if (plan.lossy.any()) {
-    if (!state->lossy) state->lossy = std::make_unique<LossyState>(rt.settings.cscMaxResidualBytes);
-    const LossyTarget target{*state->transport, state->workspace, grid,
-                             logicalOrOn(state->privateComm)};
-    LossyRecord record;
-    const size_t count = static_cast<size_t>(call.count);
-    status = runLossyAllreduce(plan, rt.settings, count, static_cast<const float*>(send),
-                               static_cast<float*>(a.recv),
-                               {{reinterpret_cast<uintptr_t>(a.recv), count}}, target,
-                               *state->lossy, &record);
-    if (status.isOk()) rt.stats.recordLossy(record);
-  } else {
-    status = executePlan(plan, call, *state->transport, state->workspace, send, a.recv, grid);
+  // The host plan on one block of host memory (the whole call unless it is staged in blocks).
+  const BlockReduce hostReduce = [&](const void* in, void* out, size_t first, size_t elements) {
+    if (plan.lossy.any()) {
+      if (!state->lossy) {
+        state->lossy = std::make_unique<LossyState>(rt.settings.cscMaxResidualBytes);
+      }
+      const LossyTarget target{*state->transport, state->workspace, grid,
+                               logicalOrOn(state->privateComm)};
+      LossyRecord record;
+      // Lossy calls are one block; residuals follow the user's buffer, wherever it lives.
+      const Status lossy = runLossyAllreduce(
+          plan, rt.settings, elements, static_cast<const float*>(in), static_cast<float*>(out),
+          {{reinterpret_cast<uintptr_t>(a.recv) + first * sizeof(float), elements}}, target,
+          *state->lossy, &record);
+      if (lossy.isOk()) rt.stats.recordLossy(record);
+      return lossy;
+    }
+    CallInfo block = call;
+    block.count = static_cast<int64_t>(elements);
+    block.inPlace = in == out;
+    return executePlan(plan, block, *state->transport, state->workspace, in, out, grid);
+  };
+  GpuRoute route = GpuRoute::kHost;
+  status = runPlacedAllreduce(rt, *state, call, plan, send, a.recv, hostReduce, &route);
+  if (status.isOk() && route == GpuRoute::kPassthrough) {
+    rt.stats.record(Reason::kGpuNoPath, call.bytes(), 0, 0);
+    rt.stats.recordGpu(kGpuToMpi, call.bytes());
+    return callPmpi(a);
   }
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
@@ -220,6 +247,10 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a,
   }
   op.mpiDatatype = a.dtype;
   op.mpiOp = a.op;
+  if (const CudaDriver* driver = CudaDriver::inProcess(); driver != nullptr && !op.native) {
+    op.recvAt = driver->placementOf(op.recv);
+    op.sendAt = op.send == op.recv ? op.recvAt : driver->placementOf(op.send);
+  }
   GFSHIM_TRACE(kPolicy, "iallreduce count=%lld -> fusion queue%s", static_cast<long long>(a.count),
                op.native ? " (reduced by PMPI_Allreduce)" : "");
   status = state->fusion->enqueue(op, a.request);

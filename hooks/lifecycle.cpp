@@ -184,6 +184,7 @@ void reportStats(Runtime& rt) {
   // Shadow maxima too: identical on every rank, so their sum is `ranks` times the value.
   PMPI_Reduce(local.lossy, summed.lossy, kLossyModeCount * kLossyCounterCount, MPI_UINT64_T,
               MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local.gpu, summed.gpu, kGpuPathCount * 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rt.worldRank == 0) {
     const std::string report = formatStatsReport(summed, rt.worldSize);
     std::fwrite(report.data(), 1, report.size(), stderr);

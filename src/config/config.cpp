@@ -466,6 +466,9 @@ Settings settingsFrom(const Config& config) {
   settings.compress = static_cast<WireCodec>(config.choice(Param::COMPRESS));
   settings.compressMinBytes = config.bytes(Param::COMPRESS_MIN_BYTES);
   settings.prescale = config.flag(Param::PRESCALE);
+  settings.nccl = config.flag(Param::NCCL);
+  settings.gpuStaging = config.flag(Param::GPU_STAGING);
+  settings.gpuStagingBytes = config.bytes(Param::GPU_STAGING_BYTES);
   settings.cscDensity = config.value(Param::CSC_DENSITY).decimal;
   settings.cscChunkElements = config.bytes(Param::CSC_CHUNK);
   settings.cscWarmupCalls = config.bytes(Param::CSC_WARMUP_CALLS);

@@ -115,6 +115,10 @@ struct Settings {
   uint64_t cscWarmupCalls = 0;            // GFSHIM_CSC_WARMUP_CALLS
   uint64_t cscMaxResidualBytes = 0;       // GFSHIM_CSC_MAX_RESIDUAL_BYTES
   uint64_t shadowEvery = 0;               // GFSHIM_SHADOW_EVERY; 0: off
+  // GPU buffers: NCCL (plugin), else staging through host memory, else the MPI.
+  bool nccl = true;              // GFSHIM_NCCL
+  bool gpuStaging = true;        // GFSHIM_GPU_STAGING
+  uint64_t gpuStagingBytes = 0;  // GFSHIM_GPU_STAGING_BYTES
   // Not a parameter: set by the init hook when every rank got MPI_THREAD_MULTIPLE for the
   // fusion progress threads.
   bool fusionAvailable = false;

@@ -231,13 +231,33 @@ void FusionQueue::took(std::vector<PendingOp>& taken) {
   for (const PendingOp& op : taken) settings_.timeline->dequeued(op.id);
 }
 
+Status FusionQueue::packOperation(const PendingOp& op, std::byte* packed) {
+  if (op.sendAt.kind == MemKind::kHost) {
+    std::memcpy(packed, op.send, op.bytes());
+    return Status::ok();
+  }
+  stats_->recordGpu(kGpuFused, op.bytes());
+  return CudaDriver::inProcess()->copyToHost(op.sendAt.context, packed, op.send, op.bytes());
+}
+
+Status FusionQueue::unpackOperation(const PendingOp& op, const std::byte* packed) {
+  if (op.recvAt.kind == MemKind::kHost) {
+    std::memcpy(op.recv, packed, op.bytes());
+    return Status::ok();
+  }
+  if (op.sendAt.kind == MemKind::kHost) stats_->recordGpu(kGpuFused, op.bytes());
+  return CudaDriver::inProcess()->copyToDevice(op.recvAt.context, op.recv, packed, op.bytes());
+}
+
 Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucket) {
   CallInfo call;
   call.count = bucket.count;
   call.dtype = bucket.dtype;
   call.op = bucket.op;
   const PendingOp& first = run[bucket.ops.front()];
-  const bool single = bucket.ops.size() == 1;
+  // A lone host operation is reduced in the user's buffers; device operations always go through
+  // the packed host buffer.
+  const bool single = bucket.ops.size() == 1 && !first.onDevice();
   std::byte* packed = nullptr;
   if (!single) {
     packed = packed_.reserve(bucket.bytes);
@@ -257,7 +277,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   if (!single) {
     const TimelinePhase phase(settings_.timeline, "pack", size);
     for (size_t index : bucket.ops) {
-      std::memcpy(packed + offset, run[index].send, run[index].bytes());
+      GFSHIM_RETURN_IF_ERROR(packOperation(run[index], packed + offset));
       offset += run[index].bytes();
     }
   }
@@ -293,7 +313,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
     const TimelinePhase phase(settings_.timeline, "unpack", size);
     offset = 0;
     for (size_t index : bucket.ops) {
-      std::memcpy(run[index].recv, packed + offset, run[index].bytes());
+      GFSHIM_RETURN_IF_ERROR(unpackOperation(run[index], packed + offset));
       offset += run[index].bytes();
     }
   }

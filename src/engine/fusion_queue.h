@@ -66,6 +66,7 @@
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
+#include "cuda/cuda_driver.h"
 #include "config/config.h"
 #include "engine/fusion_rounds.h"
 #include "engine/lossy_allreduce.h"
@@ -100,6 +101,11 @@ struct PendingOp {
   GrequestResult* result = nullptr;
   std::chrono::steady_clock::time_point queuedAt;
   uint64_t id = 0;  // for the timeline
+  // Where the buffers are (cuda/cuda_driver.h): device buffers are packed and unpacked with the
+  // driver's copies, so a bucket always reduces host memory (the wire pattern is the host one).
+  BufferPlacement sendAt;
+  BufferPlacement recvAt;
+  bool onDevice() const { return sendAt.kind == MemKind::kDevice || recvAt.kind == MemKind::kDevice; }
   size_t bytes() const { return static_cast<size_t>(count) * dtypeBytes(dtype); }  // not native
 };
 
@@ -175,6 +181,10 @@ class FusionQueue {
   // `run` points at the first operation of the run of engine operations `bucket` indexes into.
   Status reduceBucket(const PendingOp* run, const struct FusionBucket& bucket);
   // A bucket the engine reduces: exact, or with the plan's lossy modes (residuals per operation).
+  // Copies one operation's send buffer into / its result out of the packed bucket (the driver's
+  // synchronous copies for device memory).
+  Status packOperation(const PendingOp& op, std::byte* packed);
+  Status unpackOperation(const PendingOp& op, const std::byte* packed);
   Status reduceEngineBucket(const PendingOp* run, const struct FusionBucket& bucket,
                             const Plan& plan, const CallInfo& call, const void* send, void* recv);
   void reduceNative(PendingOp& op);

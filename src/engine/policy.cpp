@@ -85,6 +85,8 @@ const char* reasonText(Reason reason) {
       return "communicator spans several MPI_COMM_WORLDs";
     case Reason::kSingleRank:
       return "communicator of one rank";
+    case Reason::kGpuNoPath:
+      return "GPU buffer, no NCCL and GFSHIM_GPU_STAGING=0 (the MPI must be CUDA-aware)";
     case Reason::kCount:
       break;
   }

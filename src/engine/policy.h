@@ -55,6 +55,7 @@ enum class Reason : uint8_t {
   kInterComm,
   kSpansWorlds,
   kSingleRank,
+  kGpuNoPath,
   kCount
 };
 constexpr int kReasonCount = static_cast<int>(Reason::kCount);

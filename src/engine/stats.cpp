@@ -27,6 +27,7 @@ struct Stats::ThreadBlock {
   std::atomic<uint64_t> nanos[kReasonCount] = {};
   std::atomic<uint64_t> fusion[3] = {};
   std::atomic<uint64_t> lossy[kLossyModeCount][kLossyCounterCount] = {};
+  std::atomic<uint64_t> gpu[kGpuPathCount][2] = {};
   const Stats* owner = nullptr;
   ThreadBlock* next = nullptr;
 };
@@ -124,6 +125,19 @@ void Stats::recordLossy(const LossyRecord& record) {
   }
 }
 
+const char* gpuPathName(int path) {
+  static const char* const kNames[kGpuPathCount] = {
+      "NCCL", "staged, host algorithm", "staged around the MPI call", "fused, packed from GPU",
+      "GPU pointer passed to the MPI"};
+  return path >= 0 && path < kGpuPathCount ? kNames[path] : "?";
+}
+
+void Stats::recordGpu(GpuPathCounter path, uint64_t bytes) {
+  auto& counters = blockOfThisThread()->gpu[path];
+  bump(counters[0], 1);
+  bump(counters[1], bytes);
+}
+
 StatsCounters Stats::snapshot() const {
   StatsCounters out;
   for (ThreadBlock* block = blocks_.load(std::memory_order_acquire); block != nullptr;
@@ -141,6 +155,9 @@ StatsCounters Stats::snapshot() const {
         out.lossy[m][c] =
             c == kLossyShadowErrorMax ? std::max(out.lossy[m][c], value) : out.lossy[m][c] + value;
       }
+    }
+    for (int g = 0; g < kGpuPathCount; ++g) {
+      for (int c = 0; c < 2; ++c) out.gpu[g][c] += block->gpu[g][c].load(std::memory_order_relaxed);
     }
   }
   return out;
@@ -224,6 +241,13 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
                                                static_cast<double>(c[kLossyWireBytes])
                                          : 0.0,
                   static_cast<unsigned long long>(c[kLossyRedos]), sparse.c_str(), shadow.c_str());
+    report += line;
+  }
+  for (int g = 0; g < kGpuPathCount; ++g) {
+    if (summed.gpu[g][0] == 0) continue;
+    std::snprintf(line, sizeof(line), "GFSHIM STATS gpu %-30s %10llu calls %12s\n",
+                  gpuPathName(g), static_cast<unsigned long long>(summed.gpu[g][0]),
+                  humanBytes(static_cast<double>(summed.gpu[g][1])).c_str());
     report += line;
   }
   std::snprintf(line, sizeof(line),

@@ -45,6 +45,17 @@ struct LossyRecord {
   double shadowError = 0;  // relative L2 error of the lossy result against the exact one
 };
 
+// Calls with a GPU buffer on some rank, per way they went (summed over ranks): calls and bytes.
+enum GpuPathCounter {
+  kGpuNccl,          // reduced by NCCL on the GPUs
+  kGpuStagedEngine,  // staged through host memory, reduced by the engine's host algorithm
+  kGpuStagedMpi,     // a pass-through call staged through host memory around the PMPI call
+  kGpuFused,         // a fused MPI_Iallreduce packed from / unpacked to device memory
+  kGpuToMpi,         // a device pointer handed to the MPI (it must be CUDA-aware)
+  kGpuPathCount
+};
+const char* gpuPathName(int path);
+
 struct StatsCounters {
   uint64_t calls[kReasonCount] = {};
   uint64_t bytes[kReasonCount] = {};     // payload: count x datatype size
@@ -55,6 +66,7 @@ struct StatsCounters {
   uint64_t fusion[3] = {};
   // Lossy modes (summed over ranks), per mode (lossyModeIndex) and LossyCounter.
   uint64_t lossy[kLossyModeCount][kLossyCounterCount] = {};
+  uint64_t gpu[kGpuPathCount][2] = {};  // [path][0: calls, 1: bytes]
 };
 enum FusionCounter { kFusionRounds, kFusionOps, kFusionQueuedNanos };
 
@@ -70,6 +82,7 @@ class Stats {
   // Lazy fusion, from the progress threads.
   void recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos);
   void recordLossy(const LossyRecord& record);
+  void recordGpu(GpuPathCounter path, uint64_t bytes);
   StatsCounters snapshot() const;
 
   struct ThreadBlock;  // opaque; defined in stats.cpp

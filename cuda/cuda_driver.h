@@ -1,0 +1,75 @@
+// The CUDA driver API as libgfshim.so uses it: which memory a buffer is in, and the copies that
+// stage device buffers through host memory. Compiled into every build (no CUDA toolkit needed):
+// the few driver entry points are declared here by their stable ABI and bound with dlsym.
+//
+// The shim never loads the driver itself. CudaDriver::inProcess() finds libcuda.so.1 only if the
+// application (or its CUDA runtime, PyTorch, ...) already loaded it (dlopen RTLD_NOLOAD): a
+// process without it cannot hold device memory, so every buffer is host memory and CPU-only jobs
+// pay one failed RTLD_NOLOAD lookup per engine call, nothing else.
+//
+// Ordering: copies run on a blocking stream of the buffer's context (or are synchronous), so they
+// are ordered after the application's work on the legacy default stream; like any CUDA-aware MPI,
+// the shim cannot see work on the application's other streams, which must be complete before the
+// MPI call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "common/types.h"
+
+namespace gfshim {
+
+struct BufferPlacement {
+  MemKind kind = MemKind::kHost;
+  int device = -1;           // CUDA device ordinal of device memory
+  void* context = nullptr;   // its CUcontext
+};
+
+class CudaDriver {
+ public:
+  // The driver the process has loaded, or nullptr. Thread-safe; cheap after the first success.
+  static const CudaDriver* inProcess();
+  // What an earlier inProcess() found, without looking again: one atomic load.
+  static const CudaDriver* foundBefore();
+
+  // Host for anything the driver does not know as device memory (pageable or pinned host memory,
+  // or any pointer while the driver is uninitialized). Managed memory counts as device memory:
+  // staging copies it correctly wherever the host may not touch it.
+  BufferPlacement placementOf(const void* pointer) const;
+
+  // The device's PCI bus id, "0000:07:00.0" (lower case, as hwloc writes it).
+  Status pciBusId(int device, std::string* busId) const;
+
+  // Synchronous copies in `context` (ordered after its legacy default stream).
+  Status copyToHost(void* context, void* host, const void* device, size_t bytes) const;
+  Status copyToDevice(void* context, void* device, const void* host, size_t bytes) const;
+
+  // A blocking stream and `events` events in `context`, for the staging pipeline.
+  Status createStream(void* context, void** stream) const;
+  void destroyStream(void* context, void* stream) const;
+  Status createEvent(void* context, void** event) const;
+  void destroyEvent(void* context, void* event) const;
+  Status copyToHostAsync(void* context, void* host, const void* device, size_t bytes,
+                         void* stream) const;
+  Status copyToDeviceAsync(void* context, void* device, const void* host, size_t bytes,
+                           void* stream) const;
+  Status recordEvent(void* context, void* event, void* stream) const;
+  Status waitEvent(void* context, void* event) const;
+  Status synchronize(void* context, void* stream) const;
+
+  // Page-locks host memory for asynchronous copies (cuMemHostRegister, portable).
+  Status pinHost(void* host, size_t bytes) const;
+  void unpinHost(void* host) const;
+
+  struct Api;  // the bound entry points (cuda_driver.cpp)
+
+ private:
+  explicit CudaDriver(const Api* api) : api_(api) {}
+  Status check(int result, const char* what) const;
+  const Api* api_;
+};
+
+}  // namespace gfshim

@@ -1,0 +1,233 @@
+#include "hooks/gpu_allreduce.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "cuda/cuda_driver.h"
+#include "engine/gpu_plugin.h"
+
+namespace gfshim::hooks {
+namespace {
+
+struct Placements {
+  BufferPlacement send;
+  BufferPlacement recv;
+  bool anyDevice() const {
+    return send.kind == MemKind::kDevice || recv.kind == MemKind::kDevice;
+  }
+  bool oneGpu() const {
+    return send.kind == MemKind::kDevice && recv.kind == MemKind::kDevice &&
+           send.device == recv.device;
+  }
+};
+
+Placements placementsOf(const CudaDriver* driver, const void* send, const void* recv) {
+  Placements at;
+  if (driver == nullptr) return at;
+  at.recv = driver->placementOf(recv);
+  at.send = send == recv ? at.recv : driver->placementOf(send);
+  return at;
+}
+
+// The CUDA driver for a pass-through call: looked up at most once a millisecond until found, so
+// a CPU-only job's tiny calls pay a clock read, not a dlopen, each. (Engine calls look it up on
+// every call until found.)
+const CudaDriver* driverForPassthrough() {
+  static std::atomic<int64_t> nextLookupNs{0};
+  if (const CudaDriver* found = CudaDriver::foundBefore()) return found;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (now < nextLookupNs.load(std::memory_order_relaxed)) return nullptr;
+  nextLookupNs.store(now + 1000000, std::memory_order_relaxed);
+  return CudaDriver::inProcess();
+}
+
+bool ncclReadyFor(const Runtime& rt, const CommState& state, const CallInfo& call,
+                  const Placements& at) {
+  if (!rt.settings.nccl || !at.oneGpu() || !state.gpu.ncclUnusable.empty()) return false;
+  if (state.gpu.ncclGroup != nullptr && state.gpu.ncclDevice != at.recv.device) return false;
+  std::string why;
+  if (!GpuPlugin::usableOn(at.recv.device, &why)) {
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true)) {
+      GFSHIM_INFO(kEngine, "GPU buffers are staged through host memory: %s", why.c_str());
+    }
+    return false;
+  }
+  return GpuPlugin::load(nullptr)->supports(*call.dtype, *call.op);
+}
+
+// The NUMA node of `device` from hwloc's view of the node (matched by PCI bus id); -1 unknown.
+int numaNodeOf(const CudaDriver& driver, const GpuCommState& gpu, int device) {
+  std::string busId;
+  if (!driver.pciBusId(device, &busId).isOk()) return -1;
+  for (const PciDevice& candidate : gpu.nodeGpus) {
+    if (candidate.pciBus == busId) return candidate.numaNode;
+  }
+  return -1;
+}
+
+Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& plan,
+               const void* send, void* recv) {
+  GpuCall gpuCall;
+  gpuCall.send = send;
+  gpuCall.recv = recv;
+  gpuCall.count = static_cast<size_t>(call.count);
+  gpuCall.dtype = *call.dtype;
+  gpuCall.op = *call.op;
+  gpuCall.torus = plan.algo == Algo::kTorus2d && state.torusGrid.has_value();
+  gpuCall.codec = plan.lossy.codec;
+  gpuCall.prescale = rt.settings.prescale;
+  if (plan.lossy.sparse) {
+    gpuCall.cscDensity = rt.settings.cscDensity;
+    gpuCall.cscChunkElements = rt.settings.cscChunkElements;
+    gpuCall.cscWarmupCalls = static_cast<int64_t>(rt.settings.cscWarmupCalls);
+  }
+  gpuCall.residualKey = reinterpret_cast<uintptr_t>(recv);
+  GpuCallRecord record;
+  char why[256] = {};
+  const GpuPluginApi* api = GpuPlugin::load(nullptr);
+  if (!api->allreduce(state.gpu.ncclGroup, &gpuCall, &record, why, sizeof(why))) {
+    return Status::error(StatusCode::kTransportError, std::string("NCCL allreduce: ") + why,
+                         MPI_ERR_OTHER);
+  }
+  if (plan.lossy.any()) {
+    LossyRecord lossy;
+    lossy.modes = plan.lossy;
+    lossy.bytesIn = call.bytes();
+    lossy.wireBytes = record.wireBytes;
+    lossy.commSize = state.facts.size;
+    lossy.redone = record.overflowRedo;
+    if (record.sparse && record.chunks > 0) {
+      lossy.sparseElements = gpuCall.count;
+      lossy.sentElements = static_cast<uint64_t>(
+          static_cast<double>(gpuCall.count) * static_cast<double>(record.selectedChunks) /
+          static_cast<double>(record.chunks));
+    }
+    rt.stats.recordLossy(lossy);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, const Plan& plan,
+                          const void* send, void* recv, const BlockReduce& hostReduce,
+                          GpuRoute* route) {
+  const CudaDriver* driver = CudaDriver::inProcess();
+  const Placements at = placementsOf(driver, send, recv);
+  const size_t count = static_cast<size_t>(call.count);
+  *route = at.anyDevice() ? GpuRoute::kStaged : GpuRoute::kHost;
+  size_t blockElements = count;  // one block: the same wire pattern as a host call
+  if (state.gpu.driverOnSomeRank) {
+    GpuVote vote;
+    vote.device = at.anyDevice();
+    vote.ncclReady = vote.device && ncclReadyFor(rt, state, call, at);
+    vote.noPath = vote.device && !vote.ncclReady && !rt.settings.gpuStaging;
+    const std::array<int32_t, 3> mine = encodeGpuVote(vote);
+    std::array<int32_t, 3> minimum{};
+    const int rc = PMPI_Allreduce(mine.data(), minimum.data(), 3, MPI_INT32_T, MPI_MIN,
+                                  state.privateComm);
+    if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (GPU route agreement)", rc);
+    *route = decideGpuRoute(minimum);
+    if (*route == GpuRoute::kNccl) {
+      bool ready = false;
+      GFSHIM_RETURN_IF_ERROR(rt.registry.ensureNcclGroup(state, at.recv.device,
+                                                         rt.settings.cscMaxResidualBytes, &ready));
+      if (!ready) *route = GpuRoute::kStaged;
+    }
+    // Agreed, so every rank may cut an exact call into pipeline blocks; lossy calls stay whole
+    // (CSC selects over the whole buffer).
+    if (*route == GpuRoute::kStaged && !plan.lossy.any()) {
+      blockElements = static_cast<size_t>(rt.settings.gpuStagingBytes / dtypeBytes(*call.dtype));
+    }
+  }
+  GFSHIM_TRACE(kEngine, "allreduce count=%lld, GPU route %s", static_cast<long long>(call.count),
+               gpuRouteName(*route));
+  switch (*route) {
+    case GpuRoute::kPassthrough:
+      if (at.anyDevice() && !state.gpu.warnedNoPath) {
+        state.gpu.warnedNoPath = true;
+        GFSHIM_WARN(kEngine, "a GPU buffer with neither NCCL nor staging (GFSHIM_GPU_STAGING=0) "
+                    "goes to the MPI as it is: the MPI must be CUDA-aware");
+      }
+      return Status::ok();
+    case GpuRoute::kNccl:
+      rt.stats.recordGpu(kGpuNccl, call.bytes());
+      return runNccl(rt, state, call, plan, send, recv);
+    case GpuRoute::kStaged:
+    case GpuRoute::kHost:
+      break;
+  }
+  if (at.anyDevice()) {
+    rt.stats.recordGpu(kGpuStagedEngine, call.bytes());
+    const int device = at.recv.kind == MemKind::kDevice ? at.recv.device : at.send.device;
+    if (device != state.gpu.stagingDevice) {
+      state.gpu.stagingDevice = device;
+      state.gpu.stagingNumaNode = numaNodeOf(*driver, state.gpu, device);
+    }
+  }
+  const StagedCall staged{send, recv, at.send, at.recv, count, dtypeBytes(*call.dtype)};
+  return runStagedAllreduce(driver, state.gpu.staging, state.gpu.stagingNumaNode, staged,
+                            blockElements, hostReduce);
+}
+
+int stagedPassthrough(Runtime& rt, const CallInfo& call, Reason reason, const void* send,
+                      void* recv, const void* inPlaceMarker,
+                      const std::function<int(const void*, void*)>& pmpi, bool* handled) {
+  *handled = false;
+  // Only valid calls the MPI reduces as they are; erroneous ones, user ops and derived datatypes
+  // go to the MPI untouched.
+  const bool stageable = reason == Reason::kBelowMinBytes || reason == Reason::kAlgoNative ||
+                         reason == Reason::kAutoNative || reason == Reason::kSingleRank ||
+                         reason == Reason::kParamsDisagree;
+  if (!stageable || !call.dtype || call.nonblocking || call.count <= 0) return MPI_SUCCESS;
+  const CudaDriver* driver = driverForPassthrough();
+  const void* source = call.inPlace ? recv : send;
+  const Placements at = placementsOf(driver, source, recv);
+  if (!at.anyDevice()) return MPI_SUCCESS;
+  const size_t bytes = call.bytes();
+  if (!rt.settings.gpuStaging) {
+    rt.stats.recordGpu(kGpuToMpi, bytes);
+    return MPI_SUCCESS;
+  }
+  *handled = true;
+  thread_local std::vector<std::byte> sendCopy, recvCopy;
+  const bool sendOnDevice = at.send.kind == MemKind::kDevice;
+  const bool recvOnDevice = at.recv.kind == MemKind::kDevice;
+  if (recvOnDevice) recvCopy.resize(bytes);
+  void* hostRecv = recvOnDevice ? recvCopy.data() : recv;
+  const void* hostSend = send;
+  Status status = Status::ok();
+  if (call.inPlace) {
+    hostSend = inPlaceMarker;
+    if (recvOnDevice) status = driver->copyToHost(at.recv.context, hostRecv, recv, bytes);
+  } else if (sendOnDevice) {
+    sendCopy.resize(bytes);
+    hostSend = sendCopy.data();
+    status = driver->copyToHost(at.send.context, sendCopy.data(), send, bytes);
+  }
+  if (!status.isOk()) {
+    GFSHIM_WARN(kEngine, "staging before the MPI call failed: %s", status.message().c_str());
+    return MPI_ERR_OTHER;
+  }
+  const int rc = pmpi(hostSend, hostRecv);
+  if (rc == MPI_SUCCESS && recvOnDevice) {
+    status = driver->copyToDevice(at.recv.context, recv, hostRecv, bytes);
+    if (!status.isOk()) {
+      GFSHIM_WARN(kEngine, "staging after the MPI call failed: %s", status.message().c_str());
+      return MPI_ERR_OTHER;
+    }
+  }
+  rt.stats.recordGpu(kGpuStagedMpi, bytes);
+  return rc;
+}
+
+}  // namespace gfshim::hooks

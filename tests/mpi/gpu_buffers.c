@@ -1,0 +1,211 @@
+/* Allreduces of GPU buffers through the shim, checked against PMPI_Allreduce on host copies.
+ *
+ *   gpu_buffers [mixed] [fused] [lossy]
+ *     (always) blocking MPI_Allreduce of device buffers: below GFSHIM_MIN_BYTES (staged around the
+ *              MPI call), above it (the engine: NCCL or the staging pipeline), int/float/double,
+ *              SUM/MAX, in place and not, counts that leave a short last block
+ *     mixed    even ranks hold device buffers, odd ranks host buffers (the route agreement; host
+ *              ranks run the same pipeline blocks)
+ *     fused    bursts of MPI_Iallreduce on device (and host) buffers, completed with MPI_Waitall
+ *     lossy    also float SUMs the lossy modes take (values exact in fp16, so the check is exact)
+ *
+ * Device memory comes from the CUDA driver API (tests/gpu_fake/cuda_test_api.h): the fake driver
+ * on a machine without a GPU, where host access to it crashes, or the real one. Every result is
+ * copied back and compared byte for byte; a mismatch aborts the job. */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_test_api.h"
+
+static int gRank, gSize, gOnDevice;
+static long gChecks;
+
+#define CHECK_CU(call)                                                           \
+  do {                                                                           \
+    int result_ = (call);                                                        \
+    if (result_ != 0) {                                                          \
+      fprintf(stderr, "[%d] %s failed: CUresult %d\n", gRank, #call, result_);   \
+      MPI_Abort(MPI_COMM_WORLD, 2);                                              \
+    }                                                                            \
+  } while (0)
+
+/* A buffer of `bytes` in device memory (this rank's choice) or host memory. */
+struct Buffer {
+  void* pointer;
+  int device;
+  size_t bytes;
+};
+
+static struct Buffer bufferMake(size_t bytes, int onDevice) {
+  struct Buffer b = {NULL, onDevice, bytes};
+  if (onDevice) {
+    CUdeviceptr p = 0;
+    CHECK_CU(cuMemAlloc_v2(&p, bytes ? bytes : 1));
+    b.pointer = (void*)(uintptr_t)p;
+  } else {
+    b.pointer = malloc(bytes ? bytes : 1);
+    memset(b.pointer, 0xA5, bytes);
+  }
+  return b;
+}
+
+static void bufferFree(struct Buffer* b) {
+  if (b->device) {
+    CHECK_CU(cuMemFree_v2((CUdeviceptr)(uintptr_t)b->pointer));
+  } else {
+    free(b->pointer);
+  }
+}
+
+static void bufferWrite(struct Buffer* b, const void* host) {
+  if (b->device) {
+    CHECK_CU(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)b->pointer, host, b->bytes));
+  } else {
+    memcpy(b->pointer, host, b->bytes);
+  }
+}
+
+static void bufferRead(const struct Buffer* b, void* host) {
+  if (b->device) {
+    CHECK_CU(cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)b->pointer, b->bytes));
+  } else {
+    memcpy(host, b->pointer, b->bytes);
+  }
+}
+
+/* Values whose sums over the ranks are exact in every type (and in fp16). */
+static void fill(MPI_Datatype type, void* data, size_t count, int seed) {
+  for (size_t i = 0; i < count; ++i) {
+    int v = (int)((i * 7 + (size_t)seed * 13 + (size_t)gRank * 5) % 23) - 11;
+    if (type == MPI_INT) ((int*)data)[i] = v;
+    if (type == MPI_FLOAT) ((float*)data)[i] = (float)v;
+    if (type == MPI_DOUBLE) ((double*)data)[i] = (double)v * 0.5;
+  }
+}
+
+static size_t sizeOf(MPI_Datatype type) {
+  int size = 0;
+  MPI_Type_size(type, &size);
+  return (size_t)size;
+}
+
+static void compare(const char* what, const void* got, const void* want, size_t bytes) {
+  ++gChecks;
+  if (memcmp(got, want, bytes) == 0) return;
+  size_t at = 0;
+  while (((const unsigned char*)got)[at] == ((const unsigned char*)want)[at]) ++at;
+  fprintf(stderr, "[%d] WRONG %s: first difference at byte %zu of %zu\n", gRank, what, at, bytes);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* One blocking allreduce of `count` elements, device or host buffers per this rank's choice. */
+static void blockingCase(MPI_Datatype type, MPI_Op op, size_t count, int inPlace, int seed) {
+  const size_t bytes = count * sizeOf(type);
+  void* input = malloc(bytes);
+  void* want = malloc(bytes);
+  void* got = malloc(bytes);
+  fill(type, input, count, seed);
+  PMPI_Allreduce(input, want, (int)count, type, op, MPI_COMM_WORLD);
+  struct Buffer send = bufferMake(bytes, gOnDevice), recv = bufferMake(bytes, gOnDevice);
+  if (inPlace) {
+    bufferWrite(&recv, input);
+    MPI_Allreduce(MPI_IN_PLACE, recv.pointer, (int)count, type, op, MPI_COMM_WORLD);
+  } else {
+    bufferWrite(&send, input);
+    MPI_Allreduce(send.pointer, recv.pointer, (int)count, type, op, MPI_COMM_WORLD);
+  }
+  bufferRead(&recv, got);
+  char what[128];
+  snprintf(what, sizeof(what), "blocking count %zu seed %d%s", count, seed,
+           inPlace ? " in place" : "");
+  compare(what, got, want, bytes);
+  bufferFree(&send);
+  bufferFree(&recv);
+  free(input);
+  free(want);
+  free(got);
+}
+
+/* A burst of Iallreduces (every third one in host memory on every rank), then MPI_Waitall. */
+static void fusedCase(int tensors, int seed) {
+  struct Buffer* buffers = calloc((size_t)tensors, sizeof(struct Buffer));
+  float** wants = calloc((size_t)tensors, sizeof(float*));
+  size_t* counts = calloc((size_t)tensors, sizeof(size_t));
+  MPI_Request* requests = calloc((size_t)tensors, sizeof(MPI_Request));
+  for (int t = 0; t < tensors; ++t) {
+    counts[t] = (size_t)(1 + (t * 7919 + seed * 104729) % 70000);
+    const size_t bytes = counts[t] * sizeof(float);
+    float* input = malloc(bytes);
+    wants[t] = malloc(bytes);
+    fill(MPI_FLOAT, input, counts[t], seed + t);
+    PMPI_Allreduce(input, wants[t], (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    buffers[t] = bufferMake(bytes, gOnDevice && t % 3 != 2);
+    bufferWrite(&buffers[t], input);
+    free(input);
+  }
+  for (int t = 0; t < tensors; ++t) {
+    MPI_Iallreduce(MPI_IN_PLACE, buffers[t].pointer, (int)counts[t], MPI_FLOAT, MPI_SUM,
+                   MPI_COMM_WORLD, &requests[t]);
+  }
+  MPI_Waitall(tensors, requests, MPI_STATUSES_IGNORE);
+  for (int t = 0; t < tensors; ++t) {
+    float* got = malloc(counts[t] * sizeof(float));
+    bufferRead(&buffers[t], got);
+    char what[96];
+    snprintf(what, sizeof(what), "fused tensor %d of %d (count %zu)", t, tensors, counts[t]);
+    compare(what, got, wants[t], counts[t] * sizeof(float));
+    free(got);
+    free(wants[t]);
+    bufferFree(&buffers[t]);
+  }
+  free(buffers);
+  free(wants);
+  free(counts);
+  free(requests);
+}
+
+int main(int argc, char** argv) {
+  int mixed = 0, fused = 0, lossy = 0, provided = 0;
+  for (int i = 1; i < argc; ++i) {
+    mixed |= strcmp(argv[i], "mixed") == 0;
+    fused |= strcmp(argv[i], "fused") == 0;
+    lossy |= strcmp(argv[i], "lossy") == 0;
+  }
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &gSize);
+  int devices = 0;
+  void* context = NULL;
+  CHECK_CU(cuInit(0));
+  CHECK_CU(cuDeviceGetCount(&devices));
+  int device = 0;
+  CHECK_CU(cuDeviceGet(&device, devices > 0 ? gRank % devices : 0));
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK_CU(cuCtxSetCurrent(context));
+  gOnDevice = mixed ? gRank % 2 == 0 : 1;
+
+  const size_t counts[] = {1000, 65536 + 3, 300001, 1048576 + 5};
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      blockingCase(MPI_INT, MPI_SUM, counts[c], inPlace, (int)c);
+      blockingCase(MPI_DOUBLE, MPI_MAX, counts[c], inPlace, (int)c + 10);
+      if (lossy || c % 2 == 0) blockingCase(MPI_FLOAT, MPI_SUM, counts[c], inPlace, (int)c + 20);
+    }
+  }
+  if (fused) {
+    fusedCase(1, 1);
+    fusedCase(40, 2);
+    fusedCase(161, 3);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (gRank == 0) {
+    printf("gpu_buffers: %d ranks, %s buffers%s%s: %ld checks passed\n", gSize,
+           mixed ? "device (even ranks) and host (odd ranks)" : "device", fused ? ", fused" : "",
+           lossy ? ", lossy" : "", gChecks);
+  }
+  MPI_Finalize();
+  return 0;
+}

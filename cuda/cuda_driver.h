@@ -4,8 +4,9 @@
 //
 // The shim never loads the driver itself. CudaDriver::inProcess() finds libcuda.so.1 only if the
 // application (or its CUDA runtime, PyTorch, ...) already loaded it (dlopen RTLD_NOLOAD): a
-// process without it cannot hold device memory, so every buffer is host memory and CPU-only jobs
-// pay one failed RTLD_NOLOAD lookup per engine call, nothing else.
+// process without it cannot hold device memory, so every buffer is host memory. It looks again
+// only after the dynamic loader loaded something new, so a CPU-only job pays one dl_iterate_phdr
+// step (~20 ns) per call it asks about.
 //
 // Ordering: copies run on a blocking stream of the buffer's context (or are synchronous), so they
 // are ordered after the application's work on the legacy default stream; like any CUDA-aware MPI,
@@ -24,17 +25,14 @@ namespace gfshim {
 
 struct BufferPlacement {
   MemKind kind = MemKind::kHost;
-  int device = -1;           // CUDA device ordinal of device memory
-  void* context = nullptr;   // its CUcontext
+  int device = -1;          // CUDA device ordinal of device memory
+  void* context = nullptr;  // its CUcontext
 };
 
 class CudaDriver {
  public:
-  // The driver the process has loaded, or nullptr. Thread-safe; cheap after the first success.
+  // The driver the process has loaded, or nullptr. Thread-safe.
   static const CudaDriver* inProcess();
-  // What an earlier inProcess() found, without looking again: one atomic load.
-  static const CudaDriver* foundBefore();
-
   // Host for anything the driver does not know as device memory (pageable or pinned host memory,
   // or any pointer while the driver is uninitialized). Managed memory counts as device memory:
   // staging copies it correctly wherever the host may not touch it.
@@ -68,6 +66,7 @@ class CudaDriver {
 
  private:
   explicit CudaDriver(const Api* api) : api_(api) {}
+
   Status check(int result, const char* what) const;
   const Api* api_;
 };

@@ -1,7 +1,8 @@
 // CUDA kernels of the GPU path (DESIGN.md, "cuda/"): fp32 <-> fp16/bf16 conversion bit-identical
-// to the CPU codec (src/compress/half_codec.h), the CSC building blocks (chunk L1 norms in the CPU's
-// lane order, top-k chunk selection without sorting N elements, gather/scatter of the selected
-// chunks), fusion-buffer gather/scatter of many small tensors in one launch, and float reductions.
+// to the CPU codec (src/compress/half_codec.h), the CSC building blocks (chunk L1 norms in the
+// CPU's lane order, top-k chunk selection without sorting N elements, gather/scatter of the
+// selected chunks), fusion-buffer gather/scatter of many small tensors in one launch, and float
+// reductions.
 //
 // Every function enqueues work on `stream` (a cudaStream_t passed as void*, so callers need no CUDA
 // header) and returns at once with a cudaError_t as int (0 = success, launch errors only; errors of
@@ -30,8 +31,8 @@ int decodeHalfDevice(HalfFormat format, const uint16_t* in, float scale, float* 
 int chunkL1NormsDevice(const float* data, size_t count, size_t chunkElements, float* norms,
                        void* stream);
 // residual[i] += send[i], then norms of the updated residual (same bits as addAndChunkL1Norms).
-int addAndChunkL1NormsDevice(float* residual, const float* send, size_t count,
-                             size_t chunkElements, float* norms, void* stream);
+int addAndChunkL1NormsDevice(float* residual, const float* send, size_t count, size_t chunkElements,
+                             float* norms, void* stream);
 
 // Scratch of selectTopChunksDevice for `chunks` chunks, in bytes (device memory the caller owns).
 size_t selectTopChunksScratchBytes(size_t chunks);

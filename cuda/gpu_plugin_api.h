@@ -36,7 +36,8 @@ struct GpuGroupSpec {
   uint8_t rowId[kNcclUniqueIdBytes] = {};
   int colSize = 0, colRank = 0;
   uint8_t colId[kNcclUniqueIdBytes] = {};
-  uint64_t cscMaxResidualBytes = 0;  // device memory cap of the residuals (GFSHIM_CSC_MAX_RESIDUAL_BYTES)
+  uint64_t cscMaxResidualBytes =
+      0;  // device memory cap of the residuals (GFSHIM_CSC_MAX_RESIDUAL_BYTES)
 };
 
 // One blocking allreduce on device buffers of `device` (send == recv for MPI_IN_PLACE). Returns
@@ -49,10 +50,12 @@ struct GpuCall {
   DType dtype = DType::kFloat32;
   RedOp op = RedOp::kSum;
   bool torus = false;  // row ReduceScatter, column AllReduce, row AllGather (else one AllReduce)
-  // Lossy modes (only for kFloat32 + kSum; the shim's policy decided them, identically on all ranks):
-  WireCodec codec = WireCodec::kNone;  // fp16/bf16 on the wire; Inf/NaN in the result redoes it exactly
-  bool prescale = false;               // divide by worldSize before encoding, multiply back after
-  double cscDensity = 0;               // > 0: CSC with these parameters (src/compress/csc.h)
+  // Lossy modes (only for kFloat32 + kSum; the shim's policy decided them, identically on all
+  // ranks):
+  WireCodec codec =
+      WireCodec::kNone;   // fp16/bf16 on the wire; Inf/NaN in the result redoes it exactly
+  bool prescale = false;  // divide by worldSize before encoding, multiply back after
+  double cscDensity = 0;  // > 0: CSC with these parameters (src/compress/csc.h)
   size_t cscChunkElements = 4096;
   int64_t cscWarmupCalls = 0;
   uintptr_t residualKey = 0;  // the user's recv address: residuals are kept per (group, key, count)
@@ -60,7 +63,8 @@ struct GpuCall {
 
 // What the call did, for the stats report.
 struct GpuCallRecord {
-  uint64_t wireBytes = 0;     // bytes this rank sent, computed from NCCL's algorithms (ring: 2(p-1)/p of the payload)
+  uint64_t wireBytes =
+      0;  // bytes this rank sent, computed from NCCL's algorithms (ring: 2(p-1)/p of the payload)
   bool overflowRedo = false;  // fp16/bf16 result held Inf/NaN: redone exactly
   bool sparse = false;        // CSC ran sparse (false: warm-up, cap, or a peer ran dense)
   size_t selectedChunks = 0, chunks = 0;

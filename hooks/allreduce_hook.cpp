@@ -61,6 +61,14 @@ int callPmpi(const TypedArgs& a) {
   return MPI_ERR_INTERN;
 }
 
+// The same call on host copies of its buffers (a pass-through staged around the MPI call).
+int callPmpiOnHost(const void* context, const void* send, void* recv) {
+  TypedArgs host = *static_cast<const TypedArgs*>(context);
+  host.send = send;
+  host.recv = recv;
+  return callPmpi(host);
+}
+
 CallInfo describeCall(const TypedArgs& a) {
   CallInfo call;
   call.count = a.count;
@@ -108,17 +116,13 @@ int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason re
   rt.stats.record(reason, call.bytes(), 0, 0);
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> passthrough: %s", static_cast<long long>(a.count),
                reasonText(reason));
-  bool staged = false;
-  const int rc = stagedPassthrough(
-      rt, call, reason, a.send, a.recv, MPI_IN_PLACE,
-      [&a](const void* send, void* recv) {
-        TypedArgs host = a;
-        host.send = send;
-        host.recv = recv;
-        return callPmpi(host);
-      },
-      &staged);
-  return staged ? rc : callPmpi(a);
+  if (mayStagePassthrough(call, reason)) {
+    bool staged = false;
+    const int rc =
+        stagedPassthrough(rt, call, a.send, a.recv, MPI_IN_PLACE, callPmpiOnHost, &a, &staged);
+    if (staged) return rc;
+  }
+  return callPmpi(a);
 }
 
 // The start both engine paths share: the communicator's state and the plan on it. Returns true
@@ -215,16 +219,16 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
 // the thread hands them to PMPI_Allreduce in their place in the queue: so the application's
 // nonblocking collectives on the communicator keep their order, and no MPI nonblocking collective
 // runs beside the fusion thread (Open MPI 4.1's libnbc corrupted memory when it did).
-__attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a,
-                                              const CallInfo& call, Plan plan,
-                                              std::optional<Reason> reason) {
+__attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
+                                              Plan plan, std::optional<Reason> reason) {
   CommState* state = nullptr;
   int rc = MPI_SUCCESS;
   if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
   Status status = Status::ok();
   // No collective here (Iallreduces on different communicators may start in a different order
   // on every rank): the fusion communicator was made when this communicator was.
-  if (state->fusionComm == MPI_COMM_NULL) return passthrough(rt, a, call, Reason::kFusionNotPrepared);
+  if (state->fusionComm == MPI_COMM_NULL)
+    return passthrough(rt, a, call, Reason::kFusionNotPrepared);
   if (!state->fusion) {
     const FusionSettings fusion{rt.settings, rt.timeline.get()};
     status = FusionQueue::create(state->fusionComm, state->facts.rank, state->facts.size, fusion,
@@ -261,10 +265,10 @@ int routeAllreduce(Runtime& rt, const TypedArgs& a) {
   const CallInfo call = describeCall(a);
   const Plan plan = planCall(call, rt.settings);
   if (plan.route == Route::kPassthrough) {
-    const bool queueNative = call.nonblocking && rt.settings.fusionAvailable &&
-                             a.variant == AllreduceVariant::kNonblocking &&
-                             (plan.reason == Reason::kUserOp ||
-                              plan.reason == Reason::kUnsupportedDatatype);
+    const bool queueNative =
+        call.nonblocking && rt.settings.fusionAvailable &&
+        a.variant == AllreduceVariant::kNonblocking &&
+        (plan.reason == Reason::kUserOp || plan.reason == Reason::kUnsupportedDatatype);
     if (!queueNative) return passthrough(rt, a, call, plan.reason);
     Plan queued = plan;
     queued.route = Route::kEngine;

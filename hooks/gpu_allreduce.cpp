@@ -3,7 +3,6 @@
 #include <mpi.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,9 +17,7 @@ namespace {
 struct Placements {
   BufferPlacement send;
   BufferPlacement recv;
-  bool anyDevice() const {
-    return send.kind == MemKind::kDevice || recv.kind == MemKind::kDevice;
-  }
+  bool anyDevice() const { return send.kind == MemKind::kDevice || recv.kind == MemKind::kDevice; }
   bool oneGpu() const {
     return send.kind == MemKind::kDevice && recv.kind == MemKind::kDevice &&
            send.device == recv.device;
@@ -33,20 +30,6 @@ Placements placementsOf(const CudaDriver* driver, const void* send, const void* 
   at.recv = driver->placementOf(recv);
   at.send = send == recv ? at.recv : driver->placementOf(send);
   return at;
-}
-
-// The CUDA driver for a pass-through call: looked up at most once a millisecond until found, so
-// a CPU-only job's tiny calls pay a clock read, not a dlopen, each. (Engine calls look it up on
-// every call until found.)
-const CudaDriver* driverForPassthrough() {
-  static std::atomic<int64_t> nextLookupNs{0};
-  if (const CudaDriver* found = CudaDriver::foundBefore()) return found;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  if (now < nextLookupNs.load(std::memory_order_relaxed)) return nullptr;
-  nextLookupNs.store(now + 1000000, std::memory_order_relaxed);
-  return CudaDriver::inProcess();
 }
 
 bool ncclReadyFor(const Runtime& rt, const CommState& state, const CallInfo& call,
@@ -107,9 +90,9 @@ Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& 
     lossy.redone = record.overflowRedo;
     if (record.sparse && record.chunks > 0) {
       lossy.sparseElements = gpuCall.count;
-      lossy.sentElements = static_cast<uint64_t>(
-          static_cast<double>(gpuCall.count) * static_cast<double>(record.selectedChunks) /
-          static_cast<double>(record.chunks));
+      lossy.sentElements = static_cast<uint64_t>(static_cast<double>(gpuCall.count) *
+                                                 static_cast<double>(record.selectedChunks) /
+                                                 static_cast<double>(record.chunks));
     }
     rt.stats.recordLossy(lossy);
   }
@@ -133,8 +116,8 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
     vote.noPath = vote.device && !vote.ncclReady && !rt.settings.gpuStaging;
     const std::array<int32_t, 3> mine = encodeGpuVote(vote);
     std::array<int32_t, 3> minimum{};
-    const int rc = PMPI_Allreduce(mine.data(), minimum.data(), 3, MPI_INT32_T, MPI_MIN,
-                                  state.privateComm);
+    const int rc =
+        PMPI_Allreduce(mine.data(), minimum.data(), 3, MPI_INT32_T, MPI_MIN, state.privateComm);
     if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (GPU route agreement)", rc);
     *route = decideGpuRoute(minimum);
     if (*route == GpuRoute::kNccl) {
@@ -155,7 +138,8 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
     case GpuRoute::kPassthrough:
       if (at.anyDevice() && !state.gpu.warnedNoPath) {
         state.gpu.warnedNoPath = true;
-        GFSHIM_WARN(kEngine, "a GPU buffer with neither NCCL nor staging (GFSHIM_GPU_STAGING=0) "
+        GFSHIM_WARN(kEngine,
+                    "a GPU buffer with neither NCCL nor staging (GFSHIM_GPU_STAGING=0) "
                     "goes to the MPI as it is: the MPI must be CUDA-aware");
       }
       return Status::ok();
@@ -179,17 +163,11 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
                             blockElements, hostReduce);
 }
 
-int stagedPassthrough(Runtime& rt, const CallInfo& call, Reason reason, const void* send,
-                      void* recv, const void* inPlaceMarker,
-                      const std::function<int(const void*, void*)>& pmpi, bool* handled) {
+int stagedPassthrough(Runtime& rt, const CallInfo& call, const void* send, void* recv,
+                      const void* inPlaceMarker, PmpiCall pmpi, const void* context,
+                      bool* handled) {
   *handled = false;
-  // Only valid calls the MPI reduces as they are; erroneous ones, user ops and derived datatypes
-  // go to the MPI untouched.
-  const bool stageable = reason == Reason::kBelowMinBytes || reason == Reason::kAlgoNative ||
-                         reason == Reason::kAutoNative || reason == Reason::kSingleRank ||
-                         reason == Reason::kParamsDisagree;
-  if (!stageable || !call.dtype || call.nonblocking || call.count <= 0) return MPI_SUCCESS;
-  const CudaDriver* driver = driverForPassthrough();
+  const CudaDriver* driver = CudaDriver::inProcess();
   const void* source = call.inPlace ? recv : send;
   const Placements at = placementsOf(driver, source, recv);
   if (!at.anyDevice()) return MPI_SUCCESS;
@@ -218,7 +196,7 @@ int stagedPassthrough(Runtime& rt, const CallInfo& call, Reason reason, const vo
     GFSHIM_WARN(kEngine, "staging before the MPI call failed: %s", status.message().c_str());
     return MPI_ERR_OTHER;
   }
-  const int rc = pmpi(hostSend, hostRecv);
+  const int rc = pmpi(context, hostSend, hostRecv);
   if (rc == MPI_SUCCESS && recvOnDevice) {
     status = driver->copyToDevice(at.recv.context, recv, hostRecv, bytes);
     if (!status.isOk()) {

@@ -5,8 +5,7 @@
 // without CUDA support never sees a device pointer unless the user asked for that.
 #pragma once
 
-#include <functional>
-
+#include "cuda/cuda_driver.h"
 #include "engine/comm_registry.h"
 #include "engine/gpu_route.h"
 #include "engine/policy.h"
@@ -22,13 +21,25 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
                           const void* send, void* recv, const BlockReduce& hostReduce,
                           GpuRoute* route);
 
-// A blocking call the policy passes through for `reason`: when one of its buffers is device
-// memory and GFSHIM_GPU_STAGING allows it, copies the buffers to host memory, calls
-// `pmpi(send, recv)` with host pointers (MPI_IN_PLACE kept as `inPlaceMarker`), copies the result
-// back, sets *handled and returns the MPI's code. Otherwise *handled is false and nothing ran.
-// Every rank makes the same PMPI call either way, so no agreement is needed.
-int stagedPassthrough(Runtime& rt, const CallInfo& call, Reason reason, const void* send,
-                      void* recv, const void* inPlaceMarker,
-                      const std::function<int(const void*, void*)>& pmpi, bool* handled);
+// Whether a pass-through call for `reason` could be staged around the MPI call: a valid blocking
+// call of a predefined datatype, in a process that has the CUDA driver loaded. Inline: every tiny
+// pass-through asks (~20 ns in a process without the driver, see CudaDriver::inProcess).
+inline bool mayStagePassthrough(const CallInfo& call, Reason reason) {
+  const bool stageable = reason == Reason::kBelowMinBytes || reason == Reason::kAlgoNative ||
+                         reason == Reason::kAutoNative || reason == Reason::kSingleRank ||
+                         reason == Reason::kParamsDisagree;
+  return stageable && call.dtype && !call.nonblocking && call.count > 0 &&
+         CudaDriver::inProcess() != nullptr;
+}
+
+// A call mayStagePassthrough accepted: when one of its buffers is device memory and
+// GFSHIM_GPU_STAGING allows it, copies the buffers to host memory, calls `pmpi(context, send,
+// recv)` with host pointers (MPI_IN_PLACE kept as `inPlaceMarker`), copies the result back, sets
+// *handled and returns the MPI's code. Otherwise *handled is false and nothing ran. Every rank
+// makes the same PMPI call either way, so no agreement is needed. Erroneous calls, user ops and
+// derived datatypes never get here: they go to the MPI untouched.
+using PmpiCall = int (*)(const void* context, const void* send, void* recv);
+int stagedPassthrough(Runtime& rt, const CallInfo& call, const void* send, void* recv,
+                      const void* inPlaceMarker, PmpiCall pmpi, const void* context, bool* handled);
 
 }  // namespace gfshim::hooks

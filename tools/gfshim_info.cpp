@@ -26,6 +26,7 @@
 #include "compress/half_codec.h"
 #include "config/config.h"
 #include "engine/cost_model.h"
+#include "engine/gpu_plugin.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "topo/detect.h"
@@ -79,15 +80,32 @@ void printMarkdown() {
   }
 }
 
+// What GPU buffers would get in this process: NCCL through the plugin on GPU 0, or staging.
+void printGpuPath() {
+  std::string why;
+  if (gfshim::GpuPlugin::load(&why) == nullptr) {
+    std::printf("GPU buffers : staged through host memory (%s)\n", why.c_str());
+    return;
+  }
+  if (!gfshim::GpuPlugin::usableOn(0, &why)) {
+    std::printf("GPU buffers : staged through host memory (GPU plugin loaded; NCCL on GPU 0: %s)\n",
+                why.c_str());
+    return;
+  }
+  std::printf(
+      "GPU buffers : NCCL on GPU 0 through the GPU plugin (one GPU per rank), else staged\n");
+}
+
 void printFeatures() {
   std::printf("libgfshim %s\n", gfshim::kGfshimVersion);
   std::printf("built for   : %s\n", gfshim::kBuiltForMpi);
   std::printf(
-      "features    : CUDA %s, NCCL %s, hwloc %s, UCX %s (at build time; hwloc and UCX are\n"
-      "              loaded at run time; CUDA and NCCL are not used yet)\n",
+      "features    : CUDA %s, NCCL %s, hwloc %s, UCX %s (at build time; every one of them is\n"
+      "              loaded at run time only, so the shim runs where none is installed)\n",
       gfshim::kHaveCuda ? "yes" : "no", gfshim::kHaveNccl ? "yes" : "no",
       gfshim::kHaveHwloc ? "yes" : "no", gfshim::kHaveUcx ? "yes" : "no");
   std::printf("fp16/bf16   : %s conversion on this CPU\n", gfshim::halfCodecImplementation());
+  printGpuPath();
 }
 
 void printTopology(const gfshim::Topology& topology, const std::string& hardwareSource,

@@ -103,9 +103,9 @@ struct Settings {
   uint64_t segmentBytes = 0;
   int torusX = 0;  // GFSHIM_TORUS_DIMS; 0 x 0 when unset
   int torusY = 0;
-  bool fusion = true;          // GFSHIM_FUSION
-  uint64_t fusionBytes = 0;    // GFSHIM_FUSION_BYTES
-  double cycleMs = 0;          // GFSHIM_CYCLE_MS
+  bool fusion = true;        // GFSHIM_FUSION
+  uint64_t fusionBytes = 0;  // GFSHIM_FUSION_BYTES
+  double cycleMs = 0;        // GFSHIM_CYCLE_MS
   // Lossy modes (opt-in): the wire codec, and coarse-grained sparse communication (CSC).
   WireCodec compress = WireCodec::kNone;  // GFSHIM_COMPRESS
   uint64_t compressMinBytes = 0;          // GFSHIM_COMPRESS_MIN_BYTES

@@ -114,8 +114,8 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
                    ? torusGridFromDims(facts->rank, facts->size, {settings.torusX, settings.torusY})
                    : nodeGrid;
   GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s", facts->size,
-              describeTopology(topology).c_str(), nodeGrid ? "" : "; no node grid: ",
-              nodeGrid ? "" : why.c_str());
+              describeTopology(topology).c_str(),
+              nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
   if (!detected.hardwareUniform && facts->rank == 0) {
     GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
   }
@@ -133,8 +133,8 @@ Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, CommSt
     GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts.rank, &state.privateComm));
   }
   if (settings.fusionAvailable) GFSHIM_RETURN_IF_ERROR(prepareFusion(comm, state));
-  GFSHIM_RETURN_IF_ERROR(describeOnComm(state.privateComm, settings, &state.facts,
-                                        &state.torusGrid, &state.gpu.nodeGpus));
+  GFSHIM_RETURN_IF_ERROR(describeOnComm(state.privateComm, settings, &state.facts, &state.torusGrid,
+                                        &state.gpu.nodeGpus));
   // Whether any rank can hold device memory: then every engine call agrees on its GPU route.
   int driverHere = CudaDriver::inProcess() != nullptr ? 1 : 0, driverAnywhere = 0;
   const int rc =
@@ -238,20 +238,22 @@ Status CommRegistry::ensureNcclGroup(CommState& state, int device, uint64_t resi
     if (!createdEverywhere) {
       if (created) api->groupDestroy(gpu.ncclGroup);
       gpu.ncclGroup = nullptr;
-      gpu.ncclUnusable = created ? "NCCL setup failed on another rank"
-                                 : "NCCL setup failed: " + why;
+      gpu.ncclUnusable =
+          created ? "NCCL setup failed on another rank" : "NCCL setup failed: " + why;
     }
   }
   if (!gpu.ncclUnusable.empty()) {
     if (state.facts.rank == 0 || (!created && !why.empty()))
-    GFSHIM_WARN(kEngine, "NCCL not used on this communicator of %d ranks: %s; its GPU buffers are "
-                "staged through host memory", state.facts.size, gpu.ncclUnusable.c_str());
+      GFSHIM_WARN(kEngine,
+                  "NCCL not used on this communicator of %d ranks: %s; its GPU buffers are "
+                  "staged through host memory",
+                  state.facts.size, gpu.ncclUnusable.c_str());
     return Status::ok();
   }
   gpu.ncclDevice = device;
   *ready = true;
-  GFSHIM_INFO(kEngine, "NCCL communicators made on GPU %d for %d ranks%s", device,
-              state.facts.size, grid != nullptr ? " (world, torus row and column)" : "");
+  GFSHIM_INFO(kEngine, "NCCL communicators made on GPU %d for %d ranks%s", device, state.facts.size,
+              grid != nullptr ? " (world, torus row and column)" : "");
   return Status::ok();
 }
 

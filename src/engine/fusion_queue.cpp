@@ -85,9 +85,8 @@ uint64_t FusionCompletions::generation() {
 void FusionCompletions::waitForNext(uint64_t seen, std::chrono::microseconds timeout) {
   CompletionSignal& signal = completionSignal();
   std::unique_lock<std::mutex> lock(signal.mutex);
-  signal.changed.wait_for(lock, timeout, [&] {
-    return signal.generation.load(std::memory_order_acquire) != seen;
-  });
+  signal.changed.wait_for(
+      lock, timeout, [&] { return signal.generation.load(std::memory_order_acquire) != seen; });
 }
 
 FusionCompletions::ApplicationWaiting::ApplicationWaiting() {
@@ -286,15 +285,16 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   const auto start = std::chrono::steady_clock::now();
   const bool native = plan.route == Route::kPassthrough && call.count <= INT32_MAX;
   std::optional<TimelinePhase> reducePhase;
-  std::string phase =
-      native ? "reduce native" : plan.algo == Algo::kTorus2d ? "reduce torus2d" : "reduce ring";
+  std::string phase = native                        ? "reduce native"
+                      : plan.algo == Algo::kTorus2d ? "reduce torus2d"
+                                                    : "reduce ring";
   if (plan.lossy.any()) phase += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
   reducePhase.emplace(settings_.timeline, phase, size);
   if (native) {
     // The cost model prefers the MPI's own algorithm for this bucket.
-    const int rc = PMPI_Allreduce(call.inPlace ? MPI_IN_PLACE : send, recv,
-                                  static_cast<int>(call.count), first.mpiDatatype, first.mpiOp,
-                                  comm_);
+    const int rc =
+        PMPI_Allreduce(call.inPlace ? MPI_IN_PLACE : send, recv, static_cast<int>(call.count),
+                       first.mpiDatatype, first.mpiOp, comm_);
     if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
   } else {
     if (plan.route == Route::kPassthrough) {  // too large for PMPI_Allreduce's int count
@@ -304,9 +304,9 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
     }
     GFSHIM_RETURN_IF_ERROR(reduceEngineBucket(run, bucket, plan, call, send, recv));
   }
-  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+  const auto nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   stats_->record(Reason::kFused, bucket.bytes, facts_.size, static_cast<uint64_t>(nanos));
   reducePhase.reset();
   if (!single) {
@@ -328,16 +328,14 @@ Status FusionQueue::reduceEngineBucket(const PendingOp* run, const FusionBucket&
   if (!lossy_) lossy_ = std::make_unique<LossyState>(settings_.settings.cscMaxResidualBytes);
   std::vector<ResidualKey> keys;
   for (size_t index : bucket.ops) {
-    keys.push_back({reinterpret_cast<uintptr_t>(run[index].recv),
-                    static_cast<size_t>(run[index].count)});
+    keys.push_back(
+        {reinterpret_cast<uintptr_t>(run[index].recv), static_cast<size_t>(run[index].count)});
   }
   const LossyTarget target{*transport_, workspace_, grid, logicalOrOn(comm_)};
   LossyRecord record;
-  GFSHIM_RETURN_IF_ERROR(runLossyAllreduce(plan, settings_.settings,
-                                           static_cast<size_t>(call.count),
-                                           static_cast<const float*>(send),
-                                           static_cast<float*>(recv), keys, target, *lossy_,
-                                           &record));
+  GFSHIM_RETURN_IF_ERROR(runLossyAllreduce(
+      plan, settings_.settings, static_cast<size_t>(call.count), static_cast<const float*>(send),
+      static_cast<float*>(recv), keys, target, *lossy_, &record));
   stats_->recordLossy(record);
   return Status::ok();
 }

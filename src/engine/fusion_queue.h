@@ -36,8 +36,8 @@
 //     their blocking rounds would nest inside any MPI call on any communicator; not built.
 //   - The MPIs spin in MPI_Wait, and a rank's thread shares its core with the application: a
 //     burst of ten 1 KiB Iallreduces took 20 ms (native 0.09-0.17 ms) because every bucket
-//     waited for a scheduler time slice. The Wait hooks (hooks/completion_hooks.cpp) therefore sleep
-//     on FusionCompletions while fused operations are in flight (0.5-0.6 ms per such burst),
+//     waited for a scheduler time slice. The Wait hooks (hooks/completion_hooks.cpp) therefore
+//     sleep on FusionCompletions while fused operations are in flight (0.5-0.6 ms per such burst),
 //     and a round that empties every queue ends the rounds without a confirming empty round,
 //     which a peer spinning in some other MPI call would again delay (0.05-0.06 ms per burst
 //     with gradient_replay -m burst10x1K, native 0.01-0.02 ms; 4.2 ms with the confirming
@@ -66,8 +66,8 @@
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
-#include "cuda/cuda_driver.h"
 #include "config/config.h"
+#include "cuda/cuda_driver.h"
 #include "engine/fusion_rounds.h"
 #include "engine/lossy_allreduce.h"
 #include "engine/policy.h"
@@ -105,12 +105,14 @@ struct PendingOp {
   // driver's copies, so a bucket always reduces host memory (the wire pattern is the host one).
   BufferPlacement sendAt;
   BufferPlacement recvAt;
-  bool onDevice() const { return sendAt.kind == MemKind::kDevice || recvAt.kind == MemKind::kDevice; }
+  bool onDevice() const {
+    return sendAt.kind == MemKind::kDevice || recvAt.kind == MemKind::kDevice;
+  }
   size_t bytes() const { return static_cast<size_t>(count) * dtypeBytes(dtype); }  // not native
 };
 
 struct FusionSettings {
-  Settings settings;  // the agreed settings: buckets' plans, fusionBytes, cycleMs
+  Settings settings;             // the agreed settings: buckets' plans, fusionBytes, cycleMs
   Timeline* timeline = nullptr;  // GFSHIM_TIMELINE; nullptr: none
 };
 
@@ -195,8 +197,8 @@ class FusionQueue {
   FusionSettings settings_;
   Stats* stats_ = nullptr;
   std::unique_ptr<PmpiTransport> transport_;
-  Workspace workspace_;  // the algorithms' scratch
-  Workspace packed_;     // the fused bucket
+  Workspace workspace_;                // the algorithms' scratch
+  Workspace packed_;                   // the fused bucket
   std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
   FusionRounds<PendingOp> rounds_;
   std::thread thread_;

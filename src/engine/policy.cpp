@@ -58,7 +58,8 @@ const char* reasonText(Reason reason) {
     case Reason::kFusionUnavailable:
       return "MPI_Iallreduce: no MPI_THREAD_MULTIPLE for the fusion thread";
     case Reason::kFusionNotPrepared:
-      return "MPI_Iallreduce on a communicator not made by a hooked call (fused after its first engine MPI_Allreduce)";
+      return "MPI_Iallreduce on a communicator not made by a hooked call (fused after its first "
+             "engine MPI_Allreduce)";
     case Reason::kInvalidCount:
       return "negative count (erroneous; the MPI reports it)";
     case Reason::kEmpty:

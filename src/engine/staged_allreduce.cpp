@@ -52,8 +52,8 @@ Status StagingArea::prepare(const CudaDriver& driver, void* context, size_t slot
   context_ = context;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t rounded = (std::max<size_t>(slotBytes, 1) + page - 1) / page * page;
-  void* memory = mmap(nullptr, 2 * rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                      -1, 0);
+  void* memory =
+      mmap(nullptr, 2 * rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) {
     return Status::error(StatusCode::kOutOfMemory, "no host memory for the staging slots");
   }
@@ -67,8 +67,7 @@ Status StagingArea::prepare(const CudaDriver& driver, void* context, size_t slot
   pinned_ = pin.isOk();
   if (!pinned_) {
     // Pageable slots still work; the asynchronous copies then run synchronously.
-    GFSHIM_WARN(kEngine, "staging: %s; staging copies use pageable memory",
-                pin.message().c_str());
+    GFSHIM_WARN(kEngine, "staging: %s; staging copies use pageable memory", pin.message().c_str());
   }
   GFSHIM_RETURN_IF_ERROR(driver.createStream(context, &stream_));
   for (void*& event : events_) GFSHIM_RETURN_IF_ERROR(driver.createEvent(context, &event));
@@ -122,9 +121,9 @@ Status runStagedAllreduce(const CudaDriver* driver, StagingArea& area, int numaN
     void* out = recvOnDevice ? area.slot(block) : const_cast<std::byte*>(bytesAt(call.recv, block));
     status = reduce(in, out, firstOf(block), elementsOf(block));
     if (!status.isOk() || !recvOnDevice) continue;
-    status = driver->copyToDeviceAsync(context, const_cast<std::byte*>(bytesAt(call.recv, block)),
-                                       area.slot(block), elementsOf(block) * call.elementBytes,
-                                       stream);
+    status =
+        driver->copyToDeviceAsync(context, const_cast<std::byte*>(bytesAt(call.recv, block)),
+                                  area.slot(block), elementsOf(block) * call.elementBytes, stream);
     if (status.isOk()) status = driver->recordEvent(context, area.event(block), stream);
   }
   // Drain the stream even after an error: no copy may still write into a slot or the user's buffer.

@@ -245,8 +245,8 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
   }
   for (int g = 0; g < kGpuPathCount; ++g) {
     if (summed.gpu[g][0] == 0) continue;
-    std::snprintf(line, sizeof(line), "GFSHIM STATS gpu %-30s %10llu calls %12s\n",
-                  gpuPathName(g), static_cast<unsigned long long>(summed.gpu[g][0]),
+    std::snprintf(line, sizeof(line), "GFSHIM STATS gpu %-30s %10llu calls %12s\n", gpuPathName(g),
+                  static_cast<unsigned long long>(summed.gpu[g][0]),
                   humanBytes(static_cast<double>(summed.gpu[g][1])).c_str());
     report += line;
   }

@@ -289,8 +289,12 @@ static CUresult copy(struct Stream* stream, void* dst, const void* src, size_t b
   char* backing = toHost ? backingOf(src, bytes) : backingOf(dst, bytes);
   CUresult result = kInvalidValue;
   if (backing != NULL) {
-    struct Op op = {toHost ? kCopyToHost : kCopyToDevice, toHost ? dst : backing,
-                    toHost ? backing : src, bytes, NULL, 0};
+    struct Op op = {toHost ? kCopyToHost : kCopyToDevice,
+                    toHost ? dst : backing,
+                    toHost ? backing : src,
+                    bytes,
+                    NULL,
+                    0};
     result = enqueue(stream, op);
   }
   pthread_mutex_unlock(&gLock);
@@ -399,12 +403,24 @@ CUresult cuMemHostUnregister(void* pointer) {
 
 CUresult cuGetErrorString(CUresult error, const char** text) {
   switch (error) {
-    case kSuccess: *text = "no error"; break;
-    case kInvalidValue: *text = "invalid argument"; break;
-    case kOutOfMemory: *text = "out of memory"; break;
-    case kNotInitialized: *text = "initialization error"; break;
-    case kInvalidContext: *text = "invalid device context"; break;
-    default: *text = "unknown error"; break;
+    case kSuccess:
+      *text = "no error";
+      break;
+    case kInvalidValue:
+      *text = "invalid argument";
+      break;
+    case kOutOfMemory:
+      *text = "out of memory";
+      break;
+    case kNotInitialized:
+      *text = "initialization error";
+      break;
+    case kInvalidContext:
+      *text = "invalid device context";
+      break;
+    default:
+      *text = "unknown error";
+      break;
   }
   return kSuccess;
 }

@@ -8,6 +8,8 @@
  *              ranks run the same pipeline blocks)
  *     fused    bursts of MPI_Iallreduce on device (and host) buffers, completed with MPI_Waitall
  *     lossy    also float SUMs the lossy modes take (values exact in fp16, so the check is exact)
+ *     time     afterwards, a table: MPI_Allreduce of device buffers (NCCL or staged) against host
+ *              buffers of the same bytes, float SUM in place, median of 5 (bench/gpu_check.sh)
  *
  * Device memory comes from the CUDA driver API (tests/gpu_fake/cuda_test_api.h): the fake driver
  * on a machine without a GPU, where host access to it crashes, or the real one. Every result is
@@ -23,13 +25,13 @@
 static int gRank, gSize, gOnDevice;
 static long gChecks;
 
-#define CHECK_CU(call)                                                           \
-  do {                                                                           \
-    int result_ = (call);                                                        \
-    if (result_ != 0) {                                                          \
-      fprintf(stderr, "[%d] %s failed: CUresult %d\n", gRank, #call, result_);   \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                              \
-    }                                                                            \
+#define CHECK_CU(call)                                                         \
+  do {                                                                         \
+    int result_ = (call);                                                      \
+    if (result_ != 0) {                                                        \
+      fprintf(stderr, "[%d] %s failed: CUresult %d\n", gRank, #call, result_); \
+      MPI_Abort(MPI_COMM_WORLD, 2);                                            \
+    }                                                                          \
   } while (0)
 
 /* A buffer of `bytes` in device memory (this rank's choice) or host memory. */
@@ -167,12 +169,58 @@ static void fusedCase(int tensors, int seed) {
   free(requests);
 }
 
+static int compareDoubles(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Median seconds of 5 in-place float SUMs of `count` elements at `pointer` (after one warm-up). */
+static double medianSeconds(void* pointer, size_t count) {
+  double seconds[5];
+  MPI_Allreduce(MPI_IN_PLACE, pointer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int r = 0; r < 5; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double start = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, pointer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double elapsed = MPI_Wtime() - start;
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    seconds[r] = elapsed;
+  }
+  qsort(seconds, 5, sizeof(double), compareDoubles);
+  return seconds[2];
+}
+
+static void timeTable(void) {
+  if (gRank == 0) {
+    printf("gpu_buffers time: %d ranks, float SUM in place, median of 5\n", gSize);
+    printf("%12s %12s %14s %8s\n", "bytes", "host(ms)", "device(ms)", "ratio");
+  }
+  for (size_t bytes = 1 << 20; bytes <= (size_t)256 << 20; bytes *= 4) {
+    const size_t count = bytes / sizeof(float);
+    struct Buffer host = bufferMake(bytes, 0), device = bufferMake(bytes, 1);
+    float* values = malloc(bytes);
+    fill(MPI_FLOAT, values, count, 1);
+    bufferWrite(&host, values);
+    bufferWrite(&device, values);
+    const double hostSeconds = medianSeconds(host.pointer, count);
+    const double deviceSeconds = medianSeconds(device.pointer, count);
+    if (gRank == 0) {
+      printf("%12zu %12.3f %14.3f %8.2f\n", bytes, hostSeconds * 1e3, deviceSeconds * 1e3,
+             deviceSeconds / hostSeconds);
+    }
+    free(values);
+    bufferFree(&host);
+    bufferFree(&device);
+  }
+}
+
 int main(int argc, char** argv) {
-  int mixed = 0, fused = 0, lossy = 0, provided = 0;
+  int mixed = 0, fused = 0, lossy = 0, timed = 0, provided = 0;
   for (int i = 1; i < argc; ++i) {
     mixed |= strcmp(argv[i], "mixed") == 0;
     fused |= strcmp(argv[i], "fused") == 0;
     lossy |= strcmp(argv[i], "lossy") == 0;
+    timed |= strcmp(argv[i], "time") == 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
@@ -201,6 +249,7 @@ int main(int argc, char** argv) {
     fusedCase(161, 3);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  if (timed) timeTable();
   if (gRank == 0) {
     printf("gpu_buffers: %d ranks, %s buffers%s%s: %ld checks passed\n", gSize,
            mixed ? "device (even ranks) and host (odd ranks)" : "device", fused ? ", fused" : "",

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The GPU checks of libgfshim, for a machine with one NVIDIA GPU and no MPI (the device machine).
+#
+#   bench/gpu_check.sh prepare   here (Debian 12, no GPU needed): builds the CUDA variant for
+#                                sm_90 and gathers into .gpu-carry/ (git-ignored) what the GPU
+#                                machine needs: the tests, the kernel bench, libgfshim.so with its
+#                                plugin, and Debian's Open MPI runtime with the libraries it uses
+#   bench/gpu_check.sh run       on the GPU machine, from the repository root with .gpu-carry/
+#                                beside it: runs, in this order and within ~5 minutes,
+#                                  1. gpu_kernels_test  every kernel against its CPU reference
+#                                  2. gpu_plugin_test   the NCCL plugin on one-rank groups
+#                                  3. gpu_kernel_bench  each kernel against device-to-device copy
+#                                  4. gpu_buffers_cuda  under the carried mpirun with the shim,
+#                                     np 1, 2 and 4 on the one GPU: checks, then staged time
+#                                     against host buffers (several ranks on one GPU cannot use
+#                                     NCCL: the shim must find that and stage)
+#                                and prints a short table last. Output also goes to $OUT if set.
+# Multi-rank NCCL needs one GPU per rank and is not exercised on one GPU.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+carry="$root/.gpu-carry"
+mode=${1:-}
+
+prepare() {
+  set -e
+  local build="$root/build-gpu"
+  cmake -S "$root" -B "$build" -DGFSHIM_MPI=openmpi -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target gfshim gfshim_cuda gpu_kernels_test \
+    gpu_plugin_test gpu_kernel_bench gpu_buffers_cuda
+  rm -rf "$carry"
+  mkdir -p "$carry/bin" "$carry/lib" "$carry/usr"
+  cp "$build/libgfshim.so" "$build/libgfshim_cuda.so" "$carry/lib/"
+  cp "$build/cuda/gpu_kernels_test" "$build/cuda/gpu_plugin_test" "$build/bench/gpu_kernel_bench" \
+    "$build/tests/gpu_buffers_cuda" "$carry/bin/"
+  # Open MPI as Debian lays it out under /usr, relocated with OPAL_PREFIX.
+  local ompi=/usr/lib/x86_64-linux-gnu/openmpi
+  mkdir -p "$carry/usr/bin" "$carry/usr/lib/x86_64-linux-gnu" "$carry/usr/share" "$carry/etc"
+  cp -a /usr/bin/orterun /usr/bin/orted "$carry/usr/bin/"
+  ln -sf orterun "$carry/usr/bin/mpirun"
+  cp -a "$ompi" "$carry/usr/lib/x86_64-linux-gnu/"
+  cp -a /usr/share/openmpi "$carry/usr/share/"
+  cp -a /etc/openmpi "$carry/etc/"
+  cp -aL /usr/lib/x86_64-linux-gnu/libmpi.so.40 /usr/lib/x86_64-linux-gnu/libopen-rte.so.40 \
+    /usr/lib/x86_64-linux-gnu/libopen-pal.so.40 "$carry/lib/"
+  # Every library those need that a bare system may lack (glibc itself stays the machine's).
+  local objects=("$carry"/usr/bin/orterun "$carry"/usr/bin/orted "$carry"/lib/*.so* "$carry"/bin/*
+                 "$ompi"/lib/openmpi3/*.so)
+  ldd "${objects[@]}" 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
+    while read -r lib; do cp -nL "$lib" "$carry/lib/" 2>/dev/null || true; done
+  du -sh "$carry"
+}
+
+run() {
+  [[ -d $carry ]] || { echo "gpu_check: no $carry (run 'bench/gpu_check.sh prepare' on the build machine)"; exit 2; }
+  local log=${OUT:-/tmp}/gpu_check.log summary=()
+  exec > >(tee "$log") 2>&1
+  echo "== gpu_check $(date -u +%FT%TZ) on $(hostname)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+  echo "glibc: $(ldd --version | head -1) (the carried binaries were built against Debian 12's 2.36)"
+  export LD_LIBRARY_PATH="$carry/lib:${LD_LIBRARY_PATH:-}"
+  # NCCL: the plugin dlopens libnccl.so.2; PyTorch's wheel ships one.
+  local nccl
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  [[ -n $nccl ]] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
+  step() {  # name, timeout, command...
+    local name=$1 limit=$2 rc
+    shift 2
+    echo; echo "== $name"
+    timeout "$limit" "$@"; rc=$?
+    summary+=("$(printf '%-34s %s' "$name" "$([[ $rc == 0 ]] && echo ok || { [[ $rc == 77 ]] && echo skipped || echo "FAILED (exit $rc)"; })")")
+  }
+  step "kernels vs CPU references" 120 "$carry/bin/gpu_kernels_test"
+  step "NCCL plugin, one-rank groups" 120 "$carry/bin/gpu_plugin_test"
+  step "kernel bandwidth vs D2D copy" 60 "$carry/bin/gpu_kernel_bench"
+  export OPAL_PREFIX="$carry/usr" OPAL_SYSCONFDIR="$carry/etc/openmpi" \
+    OPAL_PKGDATADIR="$carry/usr/share/openmpi" OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+  local mpirun=("$carry/usr/bin/mpirun" --bind-to none -x LD_LIBRARY_PATH
+                -x "LD_PRELOAD=$carry/lib/libgfshim.so" -x GFSHIM_STATS=1 -x GFSHIM_DEBUG=INFO
+                -x GFSHIM_DEBUG_SUBSYS=ENGINE)
+  for np in 1 2 4; do
+    local args=(fused)
+    [[ $np == 2 ]] && args+=(time)
+    [[ $np == 4 ]] && args+=(mixed)
+    step "MPI + shim, GPU buffers, np $np" 120 "${mpirun[@]}" -np "$np" "$carry/bin/gpu_buffers_cuda" "${args[@]}"
+  done
+  echo; echo "== summary"
+  printf '%s\n' "${summary[@]}"
+}
+
+case $mode in
+  prepare) prepare ;;
+  run) run ;;
+  *) echo "usage: bench/gpu_check.sh prepare | run"; exit 2 ;;
+esac

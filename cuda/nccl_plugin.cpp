@@ -1,0 +1,865 @@
+// libgfshim_cuda.so: allreduces on GPU buffers through NCCL, behind the C table of
+// cuda/gpu_plugin_api.h (the plugin's only exported symbol is gfshim_gpu_plugin_api).
+//
+// What one group holds: the world, row and column NCCL communicators (made from ids the shim
+// distributed), one blocking CUDA stream (ordered after the application's legacy default stream),
+// device scratch grown on demand, and the device residuals of CSC. Every call enqueues its work
+// on that stream and waits for it (MPI_Allreduce semantics: the result is in recv on return),
+// polling ncclCommGetAsyncError while it waits so a dead peer gives an error, not a hang.
+//
+// The shapes of one call (count N elements, p world ranks, grid R x C when torus):
+//
+//   exact ring    ncclAllReduce(send -> recv, N) on world              2(p-1)/p * N bytes/elt
+//   exact torus   body = floor(N / R) * R elements, shard = N / R:
+//                   row ncclReduceScatter(send -> recv + rowRank*shard, shard)
+//                   column ncclAllReduce(shard, in place)
+//                   row ncclAllGather(recv + rowRank*shard -> recv, in place)
+//                 tail N - body (< R elements) by one world ncclAllReduce: correct for every N,
+//                 count < R included (then the tail is everything)
+//   fp16/bf16     [in place: copy send to scratch]  encode(send * 1/p or 1) -> wire (16 bits)
+//                 ring or torus as above on the wire, in place, ncclFloat16 / ncclBfloat16
+//                 decode(wire) * (p or 1) -> recv; any Inf/NaN in recv (identical on every
+//                 rank) -> the exact float call from the kept input, record.overflowRedo. This
+//                 is the CPU rule (src/engine/lossy_allreduce.cpp): the redo does not ask
+//                 whether the inputs already held Inf/NaN.
+//   CSC           mirrors cscAllreduce (src/compress/csc.cpp) step for step: agree dense or
+//                 sparse (one int, world MAX), residual += send with chunk norms, world
+//                 ncclAllReduce of the norms (exact), top-k selection, gather, the dense step
+//                 above on the packed values (packed -> summed, so no input copy), scatter into
+//                 recv and clear the selected residual chunks.
+//
+// Scratch is allocated before anything of a call is enqueued (cudaFree would synchronize the
+// device under a running collective otherwise), and CSC's sparse scratch before the agreement:
+// a rank that cannot get it asks for a dense call instead of failing alone after its peers
+// started sending. Any failure after the first enqueue marks the group broken: the ranks no
+// longer agree on what was delivered, further calls fail, and groupDestroy aborts the
+// communicators instead of destroying them.
+//
+// Cost beyond NCCL's: one host wait per call (two for fp16/bf16: the overflow flag; two for a
+// sparse CSC call: the agreement), kernels that each read and write their data once, and no
+// allocation once the largest call of each kind has been seen.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "compress/csc.h"
+#include "gpu_kernels.h"
+#include "gpu_plugin_api.h"
+#include "nccl_library.h"
+
+namespace gfshim::cuda {
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "the ABI's id size is NCCL's");
+
+// ---- Errors -------------------------------------------------------------------------------------
+
+Status cudaFailure(const char* what, cudaError_t error) {
+  return Status::error(StatusCode::kInternal, std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+#define GFSHIM_CUDA_RETURN_IF_ERROR(what, expr)                     \
+  do {                                                              \
+    const cudaError_t gfshim_cuda_error_ = (expr);                  \
+    if (gfshim_cuda_error_ != cudaSuccess) {                        \
+      return ::gfshim::cuda::cudaFailure(what, gfshim_cuda_error_); \
+    }                                                               \
+  } while (0)
+
+// The kernel launchers of gpu_kernels.h return a cudaError_t as int.
+#define GFSHIM_KERNEL_RETURN_IF_ERROR(what, expr) \
+  GFSHIM_CUDA_RETURN_IF_ERROR(what, static_cast<cudaError_t>(expr))
+
+void setWhy(char* why, size_t whyBytes, const char* format, ...) {
+  if (why == nullptr || whyBytes == 0) return;
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(why, whyBytes, format, arguments);
+  va_end(arguments);
+}
+
+// ---- Small device helpers -----------------------------------------------------------------------
+
+// Makes `device` current for the scope and restores the caller's device afterwards.
+class DeviceGuard {
+ public:
+  DeviceGuard() = default;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  Status enter(int device) {
+    GFSHIM_CUDA_RETURN_IF_ERROR("cudaGetDevice", cudaGetDevice(&previous_));
+    if (previous_ == device) return Status::ok();
+    GFSHIM_CUDA_RETURN_IF_ERROR("cudaSetDevice", cudaSetDevice(device));
+    switched_ = true;
+    return Status::ok();
+  }
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+// A failed cudaMalloc leaves its error for the next cudaGetLastError, which the kernel
+// launchers read: consume it, so a refused allocation does not fail an unrelated launch.
+void clearAllocationError() { (void)cudaGetLastError(); }
+
+// Device memory that only grows; contents are not kept across growth. Grown only while the
+// group's stream is idle.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { release(); }
+
+  Status reserve(size_t bytes, const char* what) {
+    if (bytes <= bytes_) return Status::ok();
+    release();
+    // Half again on growth, so a slowly growing call size does not reallocate every time.
+    const size_t grown = bytes_ + bytes_ / 2;
+    size_t target = std::max(bytes, grown);
+    void* data = nullptr;
+    cudaError_t error = cudaMalloc(&data, target);
+    if (error != cudaSuccess && target > bytes) {
+      clearAllocationError();
+      target = bytes;
+      error = cudaMalloc(&data, target);
+    }
+    if (error != cudaSuccess) {
+      clearAllocationError();
+      return Status::error(StatusCode::kOutOfMemory, std::string("cudaMalloc of ") +
+                                                         std::to_string(bytes) + " bytes for " +
+                                                         what + ": " + cudaGetErrorString(error));
+    }
+    data_ = data;
+    bytes_ = target;
+    return Status::ok();
+  }
+  void release() {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// ---- Residuals of CSC, in device memory ---------------------------------------------------------
+
+struct DeviceResidual {
+  float* values = nullptr;  // `count` floats, zero when created
+  size_t count = 0;
+  int64_t callsSeen = 0;
+};
+
+// CscResidualStore's rules (src/compress/csc.h) over device memory: one entry per residual key
+// (the user's recv address) in this group; another count at the same key replaces the entry; a
+// new entry that would take the bytes held past the cap is refused (the call runs dense).
+class DeviceResidualStore {
+ public:
+  explicit DeviceResidualStore(uint64_t capBytes) : capBytes_(capBytes) {}
+  DeviceResidualStore(const DeviceResidualStore&) = delete;
+  DeviceResidualStore& operator=(const DeviceResidualStore&) = delete;
+  ~DeviceResidualStore() {
+    for (auto& [key, entry] : entries_) cudaFree(entry.values);
+  }
+
+  // *entry = the key's residual, created zeroed (on `stream`) if absent; nullptr when refused by
+  // the cap or by cudaMalloc. Errors only when zeroing a new entry fails.
+  Status findOrCreate(uintptr_t key, size_t count, cudaStream_t stream, DeviceResidual** entry) {
+    *entry = nullptr;
+    auto found = entries_.find(key);
+    if (found != entries_.end()) {
+      if (found->second.count == count) {
+        *entry = &found->second;
+        return Status::ok();
+      }
+      bytesHeld_ -= found->second.count * sizeof(float);
+      cudaFree(found->second.values);
+      entries_.erase(found);
+    }
+    if (count == 0 || count > (capBytes_ - bytesHeld_) / sizeof(float)) return Status::ok();
+    void* values = nullptr;
+    if (cudaMalloc(&values, count * sizeof(float)) != cudaSuccess) {
+      clearAllocationError();
+      return Status::ok();
+    }
+    const cudaError_t error = cudaMemsetAsync(values, 0, count * sizeof(float), stream);
+    if (error != cudaSuccess) {
+      cudaFree(values);
+      return cudaFailure("cudaMemsetAsync of a new CSC residual", error);
+    }
+    DeviceResidual& created = entries_[key];
+    created.values = static_cast<float*>(values);
+    created.count = count;
+    bytesHeld_ += count * sizeof(float);
+    *entry = &created;
+    return Status::ok();
+  }
+
+ private:
+  uint64_t capBytes_;
+  uint64_t bytesHeld_ = 0;
+  std::map<uintptr_t, DeviceResidual> entries_;
+};
+
+// ---- Types and wire accounting ------------------------------------------------------------------
+
+bool ncclTypeOf(DType dtype, ncclDataType_t* type) {
+  switch (dtype) {
+    case DType::kInt8:
+      *type = ncclInt8;
+      return true;
+    case DType::kUInt8:
+      *type = ncclUint8;
+      return true;
+    case DType::kInt32:
+      *type = ncclInt32;
+      return true;
+    case DType::kUInt32:
+      *type = ncclUint32;
+      return true;
+    case DType::kInt64:
+      *type = ncclInt64;
+      return true;
+    case DType::kUInt64:
+      *type = ncclUint64;
+      return true;
+    case DType::kFloat32:
+      *type = ncclFloat32;
+      return true;
+    case DType::kFloat64:
+      *type = ncclFloat64;
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool ncclOpOf(RedOp op, ncclRedOp_t* nccl) {
+  switch (op) {
+    case RedOp::kSum:
+      *nccl = ncclSum;
+      return true;
+    case RedOp::kProd:
+      *nccl = ncclProd;
+      return true;
+    case RedOp::kMax:
+      *nccl = ncclMax;
+      return true;
+    case RedOp::kMin:
+      *nccl = ncclMin;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// (ranks - 1) / ranks of `bytes`, what one rank sends in a ring reduce-scatter or allgather of
+// `bytes` in total, without overflowing the product.
+uint64_t ringPhaseBytes(int ranks, uint64_t bytes) {
+  if (ranks <= 1) return 0;
+  const uint64_t p = static_cast<uint64_t>(ranks);
+  return bytes / p * (p - 1) + bytes % p * (p - 1) / p;
+}
+uint64_t ringAllreduceBytes(int ranks, uint64_t bytes) { return 2 * ringPhaseBytes(ranks, bytes); }
+
+HalfFormat halfFormatOf(WireCodec codec) {
+  return codec == WireCodec::kBf16 ? HalfFormat::kBf16 : HalfFormat::kFp16;
+}
+
+// ---- The group ----------------------------------------------------------------------------------
+
+class NcclGroup {
+ public:
+  NcclGroup(const NcclLibrary& nccl, const GpuGroupSpec& spec)
+      : nccl_(nccl), spec_(spec), residuals_(spec.cscMaxResidualBytes) {}
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  ~NcclGroup();
+
+  // Collective: the communicators (world, row, column), the stream and the small buffers. The
+  // caller has made spec.device current. On failure the destructor frees what was made.
+  Status create();
+  // One blocking allreduce (see the top of the file); device already current.
+  Status allreduce(const GpuCall& call, GpuCallRecord* record);
+
+  int device() const { return spec_.device; }
+
+ private:
+  struct Comm {
+    ncclComm_t comm = nullptr;
+    const char* name = "";
+  };
+
+  Status ncclFailure(const char* what, const Comm& comm, ncclResult_t result);
+  Status createParts();
+  Status initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank);
+  // Waits for the stream, watching every communicator for an asynchronous NCCL error.
+  Status waitForStream(const char* what);
+
+  // Enqueues recv = op over the world of send, ring or torus (see the top of the file).
+  Status enqueueAllreduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                          size_t elementBytes, ncclRedOp_t op, bool torus, uint64_t* wireBytes);
+  Status reserveDenseScratch(const GpuCall& call, size_t count, bool inPlace);
+  // The dense float sum of a lossy call: exact, or 16 bits on the wire with the overflow redo
+  // (which waits for the stream once). Scratch reserved by reserveDenseScratch. The caller
+  // waits for the rest.
+  Status enqueueDenseLossy(const GpuCall& call, const float* send, float* recv, size_t count,
+                           GpuCallRecord* record);
+  Status runExact(const GpuCall& call, GpuCallRecord* record);
+  Status runCodec(const GpuCall& call, GpuCallRecord* record);
+  Status runCsc(const GpuCall& call, GpuCallRecord* record);
+  // Whether any rank wants this CSC call dense (world MAX of one int); waits for the stream.
+  Status agreeAnyDense(bool wantDense, bool* anyDense, GpuCallRecord* record);
+
+  const NcclLibrary& nccl_;
+  const GpuGroupSpec spec_;
+  Comm world_, row_, column_;
+  cudaStream_t stream_ = nullptr;
+  int* deviceInts_ = nullptr;  // [0] overflow flag, [1] the CSC agreement
+  int* hostInts_ = nullptr;    // pinned, the same two
+  bool broken_ = false;        // a call failed after its first enqueue
+
+  DeviceBuffer halfWire_;       // uint16 values on the wire
+  DeviceBuffer inputCopy_;      // the input of an in-place 16-bit call, for the redo
+  DeviceBuffer norms_;          // CSC: float per chunk
+  DeviceBuffer selected_;       // CSC: uint32 chunk index per selected chunk
+  DeviceBuffer packedOffsets_;  // CSC: uint64, selected + 1
+  DeviceBuffer packed_;         // CSC: the selected chunks of the residual
+  DeviceBuffer summed_;         // CSC: their sum over ranks
+  DeviceBuffer selectScratch_;  // CSC: selectTopChunksDevice's scratch
+  DeviceResidualStore residuals_;
+};
+
+NcclGroup::~NcclGroup() {
+  // Synchronize before ncclCommDestroy; a broken group may never finish: abort instead.
+  if (stream_ != nullptr && !broken_) {
+    try {
+      if (!waitForStream("groupDestroy").isOk()) broken_ = true;
+    } catch (...) {  // an error message that could not be allocated
+      broken_ = true;
+    }
+  }
+  for (Comm* comm : {&column_, &row_, &world_}) {
+    if (comm->comm == nullptr) continue;
+    if (broken_) {
+      nccl_.commAbort(comm->comm);
+    } else if (nccl_.commDestroy(comm->comm) != ncclSuccess) {
+      nccl_.commAbort(comm->comm);
+    }
+    comm->comm = nullptr;
+  }
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (deviceInts_ != nullptr) cudaFree(deviceInts_);
+  if (hostInts_ != nullptr) cudaFreeHost(hostInts_);
+  // The buffers and residuals free themselves, the device still current (groupDestroy).
+}
+
+Status NcclGroup::ncclFailure(const char* what, const Comm& comm, ncclResult_t result) {
+  std::string message = std::string(what) + " (" + comm.name + "): " + nccl_.errorString(result);
+  ncclResult_t asyncError = ncclSuccess;
+  if (comm.comm != nullptr && nccl_.commGetAsyncError(comm.comm, &asyncError) == ncclSuccess &&
+      asyncError != ncclSuccess && asyncError != result) {
+    message += "; async error " + nccl_.errorString(asyncError);
+  }
+  return Status::error(StatusCode::kTransportError, message);
+}
+
+Status NcclGroup::initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank) {
+  comm->name = name;
+  ncclUniqueId uniqueId;
+  std::memcpy(&uniqueId, id, sizeof uniqueId);
+  ncclComm_t made = nullptr;
+  const ncclResult_t result = nccl_.commInitRank(&made, ranks, uniqueId, rank);
+  if (result != ncclSuccess) {
+    if (made != nullptr) nccl_.commAbort(made);
+    return ncclFailure("ncclCommInitRank", *comm, result);
+  }
+  comm->comm = made;
+  return Status::ok();
+}
+
+Status NcclGroup::create() {
+  const Status status = createParts();
+  // Peers may have failed too: what was made is aborted, not destroyed collectively.
+  if (!status.isOk()) broken_ = true;
+  return status;
+}
+
+Status NcclGroup::createParts() {
+  GFSHIM_RETURN_IF_ERROR(
+      initComm(&world_, "world", spec_.worldSize, spec_.worldId, spec_.worldRank));
+  if (spec_.rowSize > 0) {
+    GFSHIM_RETURN_IF_ERROR(initComm(&row_, "row", spec_.rowSize, spec_.rowId, spec_.rowRank));
+    GFSHIM_RETURN_IF_ERROR(initComm(&column_, "column", spec_.colSize, spec_.colId, spec_.colRank));
+  }
+  // Default flags: a blocking stream, ordered after work on the legacy default stream.
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaStreamCreate", cudaStreamCreate(&stream_));
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaMalloc of the group's flags",
+                              cudaMalloc(reinterpret_cast<void**>(&deviceInts_), 2 * sizeof(int)));
+  GFSHIM_CUDA_RETURN_IF_ERROR(
+      "cudaMallocHost of the group's flags",
+      cudaMallocHost(reinterpret_cast<void**>(&hostInts_), 2 * sizeof(int)));
+  return Status::ok();
+}
+
+Status NcclGroup::waitForStream(const char* what) {
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return Status::ok();
+    if (state != cudaErrorNotReady) {
+      return cudaFailure((std::string("cudaStreamQuery after ") + what).c_str(), state);
+    }
+    for (const Comm* comm : {&world_, &row_, &column_}) {
+      if (comm->comm == nullptr) continue;
+      ncclResult_t asyncError = ncclSuccess;
+      const ncclResult_t result = nccl_.commGetAsyncError(comm->comm, &asyncError);
+      if (result != ncclSuccess) return ncclFailure("ncclCommGetAsyncError", *comm, result);
+      if (asyncError != ncclSuccess && asyncError != ncclInProgress) {
+        return ncclFailure((std::string("asynchronous error during ") + what).c_str(), *comm,
+                           asyncError);
+      }
+    }
+    std::this_thread::yield();
+  }
+}
+
+Status NcclGroup::enqueueAllreduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                   size_t elementBytes, ncclRedOp_t op, bool torus,
+                                   uint64_t* wireBytes) {
+  if (count == 0) return Status::ok();
+  const auto* sendBytes = static_cast<const char*>(send);
+  auto* recvBytes = static_cast<char*>(recv);
+  size_t body = 0;  // elements reduced by the torus phases; the rest by one world allreduce
+  if (torus) {
+    const size_t rowSize = static_cast<size_t>(spec_.rowSize);
+    const size_t shard = count / rowSize;
+    body = shard * rowSize;
+    if (shard > 0) {
+      // recv + rowRank * shard: NCCL's in-place reduce-scatter when send == recv, and the
+      // in-place allgather's source in every case.
+      char* mine = recvBytes + static_cast<size_t>(spec_.rowRank) * shard * elementBytes;
+      ncclResult_t result = nccl_.reduceScatter(send, mine, shard, type, op, row_.comm, stream_);
+      if (result != ncclSuccess) return ncclFailure("ncclReduceScatter", row_, result);
+      result = nccl_.allReduce(mine, mine, shard, type, op, column_.comm, stream_);
+      if (result != ncclSuccess) return ncclFailure("ncclAllReduce", column_, result);
+      result = nccl_.allGather(mine, recv, shard, type, row_.comm, stream_);
+      if (result != ncclSuccess) return ncclFailure("ncclAllGather", row_, result);
+      const uint64_t bodyBytes = static_cast<uint64_t>(body) * elementBytes;
+      *wireBytes += 2 * ringPhaseBytes(spec_.rowSize, bodyBytes) +
+                    ringAllreduceBytes(spec_.colSize, static_cast<uint64_t>(shard) * elementBytes);
+    }
+  }
+  const size_t tail = count - body;
+  if (tail > 0) {
+    const size_t offset = body * elementBytes;
+    const ncclResult_t result = nccl_.allReduce(sendBytes + offset, recvBytes + offset, tail, type,
+                                                op, world_.comm, stream_);
+    if (result != ncclSuccess) return ncclFailure("ncclAllReduce", world_, result);
+    *wireBytes += ringAllreduceBytes(spec_.worldSize, static_cast<uint64_t>(tail) * elementBytes);
+  }
+  return Status::ok();
+}
+
+Status NcclGroup::reserveDenseScratch(const GpuCall& call, size_t count, bool inPlace) {
+  if (call.codec == WireCodec::kNone) return Status::ok();
+  GFSHIM_RETURN_IF_ERROR(halfWire_.reserve(count * sizeof(uint16_t), "the 16-bit wire values"));
+  if (inPlace) {
+    GFSHIM_RETURN_IF_ERROR(inputCopy_.reserve(count * sizeof(float), "the input copy"));
+  }
+  return Status::ok();
+}
+
+Status NcclGroup::enqueueDenseLossy(const GpuCall& call, const float* send, float* recv,
+                                    size_t count, GpuCallRecord* record) {
+  if (call.codec == WireCodec::kNone) {
+    return enqueueAllreduce(send, recv, count, ncclFloat32, sizeof(float), ncclSum, call.torus,
+                            &record->wireBytes);
+  }
+  if (count == 0) return Status::ok();
+  const float* source = send;
+  if (send == recv) {  // keep the input for a redo
+    float* copy = inputCopy_.as<float>();
+    GFSHIM_CUDA_RETURN_IF_ERROR(
+        "cudaMemcpyAsync of the input",
+        cudaMemcpyAsync(copy, send, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    source = copy;
+  }
+  const HalfFormat format = halfFormatOf(call.codec);
+  const float ranks = static_cast<float>(spec_.worldSize);
+  const float encodeScale = call.prescale ? 1.0f / ranks : 1.0f;
+  const float decodeScale = call.prescale ? ranks : 1.0f;
+  uint16_t* wire = halfWire_.as<uint16_t>();
+  GFSHIM_KERNEL_RETURN_IF_ERROR(
+      "encodeHalfDevice", encodeHalfDevice(format, source, encodeScale, wire, count, stream_));
+  const ncclDataType_t wireType = format == HalfFormat::kFp16 ? ncclFloat16 : ncclBfloat16;
+  GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(wire, wire, count, wireType, sizeof(uint16_t), ncclSum,
+                                          call.torus, &record->wireBytes));
+  GFSHIM_KERNEL_RETURN_IF_ERROR("decodeHalfDevice",
+                                decodeHalfDevice(format, wire, decodeScale, recv, count, stream_));
+  int* flag = &deviceInts_[0];
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemsetAsync of the overflow flag",
+                              cudaMemsetAsync(flag, 0, sizeof(int), stream_));
+  GFSHIM_KERNEL_RETURN_IF_ERROR("anyNonFiniteDevice",
+                                anyNonFiniteDevice(recv, count, flag, stream_));
+  GFSHIM_CUDA_RETURN_IF_ERROR(
+      "cudaMemcpyAsync of the overflow flag",
+      cudaMemcpyAsync(&hostInts_[0], flag, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  GFSHIM_RETURN_IF_ERROR(waitForStream("the 16-bit allreduce"));
+  // The result is the same on every rank, so is the flag: all ranks redo together.
+  if (hostInts_[0] == 0) return Status::ok();
+  record->overflowRedo = true;
+  return enqueueAllreduce(source, recv, count, ncclFloat32, sizeof(float), ncclSum, call.torus,
+                          &record->wireBytes);
+}
+
+Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  if (!ncclTypeOf(call.dtype, &type) || !ncclOpOf(call.op, &op)) {
+    return Status::error(StatusCode::kUnsupported, std::string("NCCL does not reduce ") +
+                                                       dtypeName(call.dtype) + " with " +
+                                                       redOpName(call.op));
+  }
+  broken_ = true;  // until the call completes: see the top of the file
+  GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(call.send, call.recv, call.count, type,
+                                          dtypeBytes(call.dtype), op, call.torus,
+                                          &record->wireBytes));
+  GFSHIM_RETURN_IF_ERROR(waitForStream("the allreduce"));
+  broken_ = false;
+  return Status::ok();
+}
+
+Status NcclGroup::runCodec(const GpuCall& call, GpuCallRecord* record) {
+  const auto* send = static_cast<const float*>(call.send);
+  auto* recv = static_cast<float*>(call.recv);
+  GFSHIM_RETURN_IF_ERROR(reserveDenseScratch(call, call.count, send == recv));
+  broken_ = true;
+  GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, send, recv, call.count, record));
+  GFSHIM_RETURN_IF_ERROR(waitForStream("the lossy allreduce"));
+  broken_ = false;
+  return Status::ok();
+}
+
+Status NcclGroup::agreeAnyDense(bool wantDense, bool* anyDense, GpuCallRecord* record) {
+  int* agreement = &deviceInts_[1];
+  hostInts_[1] = wantDense ? 1 : 0;
+  GFSHIM_CUDA_RETURN_IF_ERROR(
+      "cudaMemcpyAsync of the CSC agreement",
+      cudaMemcpyAsync(agreement, &hostInts_[1], sizeof(int), cudaMemcpyHostToDevice, stream_));
+  const ncclResult_t result =
+      nccl_.allReduce(agreement, agreement, 1, ncclInt32, ncclMax, world_.comm, stream_);
+  if (result != ncclSuccess)
+    return ncclFailure("ncclAllReduce of the CSC agreement", world_, result);
+  record->wireBytes += ringAllreduceBytes(spec_.worldSize, sizeof(int));
+  GFSHIM_CUDA_RETURN_IF_ERROR(
+      "cudaMemcpyAsync of the CSC agreement",
+      cudaMemcpyAsync(&hostInts_[1], agreement, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  GFSHIM_RETURN_IF_ERROR(waitForStream("the CSC agreement"));
+  *anyDense = hostInts_[1] != 0;
+  return Status::ok();
+}
+
+Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
+  const size_t count = call.count;
+  const size_t chunkElements = call.cscChunkElements;
+  if (chunkElements == 0) {
+    return Status::error(StatusCode::kInvalidArgument, "CSC chunk size must be positive");
+  }
+  if (!(call.cscDensity > 0.0 && call.cscDensity <= 1.0)) {
+    return Status::error(StatusCode::kInvalidArgument, "CSC density must be in (0, 1]");
+  }
+  const auto* send = static_cast<const float*>(call.send);
+  auto* recv = static_cast<float*>(call.recv);
+
+  DeviceResidual* entry = nullptr;
+  GFSHIM_RETURN_IF_ERROR(residuals_.findOrCreate(call.residualKey, count, stream_, &entry));
+  const size_t chunks = cscChunkCount(count, chunkElements);
+  bool wantDense = entry == nullptr || entry->callsSeen < call.cscWarmupCalls ||
+                   chunks > std::numeric_limits<uint32_t>::max();
+  const size_t k = wantDense ? 0 : cscSelectedCount(chunks, call.cscDensity);
+  // Packed values: whole chunks, the last one possibly short. The sum runs over maxPacked
+  // elements with the unused end zeroed, so no host wait is needed for the packed length.
+  const size_t maxPacked = std::min(count, k * chunkElements);
+  if (!wantDense) {
+    const size_t selectBytes = selectTopChunksScratchBytes(chunks);
+    const Status reserved = [&]() -> Status {
+      GFSHIM_RETURN_IF_ERROR(norms_.reserve(chunks * sizeof(float), "the CSC norms"));
+      GFSHIM_RETURN_IF_ERROR(selected_.reserve(k * sizeof(uint32_t), "the CSC selection"));
+      GFSHIM_RETURN_IF_ERROR(
+          packedOffsets_.reserve((k + 1) * sizeof(uint64_t), "the CSC packed offsets"));
+      GFSHIM_RETURN_IF_ERROR(packed_.reserve(maxPacked * sizeof(float), "the CSC packed values"));
+      GFSHIM_RETURN_IF_ERROR(summed_.reserve(maxPacked * sizeof(float), "the CSC summed values"));
+      GFSHIM_RETURN_IF_ERROR(selectScratch_.reserve(selectBytes, "the CSC selection scratch"));
+      return reserveDenseScratch(call, maxPacked, false);
+    }();
+    if (!reserved.isOk()) {
+      if (reserved.code() != StatusCode::kOutOfMemory) return reserved;
+      wantDense = true;  // this rank runs out of memory: all run this call dense
+    }
+  }
+
+  broken_ = true;  // from the first enqueue until the call completes
+  bool anyDense = false;
+  GFSHIM_RETURN_IF_ERROR(agreeAnyDense(wantDense, &anyDense, record));
+  // A failure from here on restarts the entry's warm-up, as cscAllreduce resets its entry; the
+  // residual values are not cleared, since a broken group runs no further call.
+  const int64_t callsBefore = entry != nullptr ? entry->callsSeen : 0;
+  if (entry != nullptr) entry->callsSeen = 0;
+  if (anyDense) {
+    // Dense: send whole into recv; the residual stays as it is.
+    GFSHIM_RETURN_IF_ERROR(reserveDenseScratch(call, count, send == recv));
+    GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, send, recv, count, record));
+    GFSHIM_RETURN_IF_ERROR(waitForStream("the dense CSC call"));
+    if (entry != nullptr) entry->callsSeen = callsBefore + 1;
+    broken_ = false;
+    return Status::ok();
+  }
+  record->sparse = true;
+  record->chunks = chunks;
+  record->selectedChunks = k;
+  // From here on send is consumed into the residual (which then holds g), so recv may alias it.
+  float* residual = entry->values;
+  float* norms = norms_.as<float>();
+  GFSHIM_KERNEL_RETURN_IF_ERROR(
+      "addAndChunkL1NormsDevice",
+      addAndChunkL1NormsDevice(residual, send, count, chunkElements, norms, stream_));
+  const ncclResult_t result =
+      nccl_.allReduce(norms, norms, chunks, ncclFloat32, ncclSum, world_.comm, stream_);
+  if (result != ncclSuccess) return ncclFailure("ncclAllReduce of the CSC norms", world_, result);
+  record->wireBytes += ringAllreduceBytes(spec_.worldSize, chunks * sizeof(float));
+  uint32_t* selected = selected_.as<uint32_t>();
+  GFSHIM_KERNEL_RETURN_IF_ERROR(
+      "selectTopChunksDevice",
+      selectTopChunksDevice(norms, chunks, k, selected, selectScratch_.as<void>(),
+                            selectScratch_.bytes(), stream_));
+  float* packed = packed_.as<float>();
+  const size_t padFrom = maxPacked - std::min(maxPacked, chunkElements);
+  GFSHIM_CUDA_RETURN_IF_ERROR(
+      "cudaMemsetAsync of the packed end",
+      cudaMemsetAsync(packed + padFrom, 0, (maxPacked - padFrom) * sizeof(float), stream_));
+  uint64_t* offsets = packedOffsets_.as<uint64_t>();
+  GFSHIM_KERNEL_RETURN_IF_ERROR(
+      "cscGatherDevice",
+      cscGatherDevice(residual, count, chunkElements, selected, k, offsets, packed, stream_));
+  float* summed = summed_.as<float>();
+  GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, packed, summed, maxPacked, record));
+  GFSHIM_KERNEL_RETURN_IF_ERROR(
+      "cscScatterDevice", cscScatterDevice(summed, count, chunkElements, selected, k, offsets, recv,
+                                           residual, stream_));
+  GFSHIM_RETURN_IF_ERROR(waitForStream("the sparse CSC call"));
+  entry->callsSeen = callsBefore + 1;
+  broken_ = false;
+  return Status::ok();
+}
+
+Status NcclGroup::allreduce(const GpuCall& call, GpuCallRecord* record) {
+  if (broken_) {
+    return Status::error(StatusCode::kInternal,
+                         "an earlier call on this NCCL group failed after it started sending");
+  }
+  if (call.count == 0) return Status::ok();
+  if (call.send == nullptr || call.recv == nullptr) {
+    return Status::error(StatusCode::kInvalidArgument, "null buffer with a non-zero count");
+  }
+  if (call.count > std::numeric_limits<size_t>::max() / 16) {
+    return Status::error(StatusCode::kInvalidArgument, "element count too large");
+  }
+  if (call.torus && row_.comm == nullptr) {
+    return Status::error(StatusCode::kInvalidArgument,
+                         "torus allreduce on a group made without a grid (rowSize 0)");
+  }
+  const bool lossy = call.codec != WireCodec::kNone || call.cscDensity > 0;
+  if (!lossy) return runExact(call, record);
+  if (call.dtype != DType::kFloat32 || call.op != RedOp::kSum) {
+    return Status::error(StatusCode::kInvalidArgument, "lossy modes need float32 with sum");
+  }
+  if (call.cscDensity > 0) return runCsc(call, record);
+  return runCodec(call, record);
+}
+
+// ---- The C table --------------------------------------------------------------------------------
+
+bool probe(int device, char* why, size_t whyBytes) noexcept {
+  try {
+    int devices = 0;
+    const cudaError_t error = cudaGetDeviceCount(&devices);
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      setWhy(why, whyBytes, "no CUDA device: %s", cudaGetErrorString(error));
+      return false;
+    }
+    if (devices <= 0) {
+      setWhy(why, whyBytes, "no CUDA device: cudaGetDeviceCount found none");
+      return false;
+    }
+    if (device < 0 || device >= devices) {
+      setWhy(why, whyBytes, "CUDA device %d is not one of the %d visible devices", device, devices);
+      return false;
+    }
+    std::string message;
+    if (loadNccl(&message) == nullptr) {
+      setWhy(why, whyBytes, "%s", message.c_str());
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "probe: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "probe: unknown exception");
+  }
+  return false;
+}
+
+bool uniqueId(uint8_t id[kNcclUniqueIdBytes], char* why, size_t whyBytes) noexcept {
+  try {
+    std::string message;
+    const NcclLibrary* nccl = loadNccl(&message);
+    if (nccl == nullptr) {
+      setWhy(why, whyBytes, "%s", message.c_str());
+      return false;
+    }
+    ncclUniqueId made;
+    const ncclResult_t result = nccl->getUniqueId(&made);
+    if (result != ncclSuccess) {
+      setWhy(why, whyBytes, "ncclGetUniqueId: %s", nccl->errorString(result).c_str());
+      return false;
+    }
+    std::memcpy(id, &made, sizeof made);
+    return true;
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "uniqueId: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "uniqueId: unknown exception");
+  }
+  return false;
+}
+
+// A rank and its communicator size make sense.
+bool validPlace(int size, int rank) { return size > 0 && rank >= 0 && rank < size; }
+
+bool groupCreate(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes) noexcept {
+  if (group != nullptr) *group = nullptr;
+  try {
+    if (spec == nullptr || group == nullptr) {
+      setWhy(why, whyBytes, "groupCreate: null spec or group");
+      return false;
+    }
+    const bool grid = spec->rowSize > 0;
+    if (spec->device < 0 || !validPlace(spec->worldSize, spec->worldRank) || spec->rowSize < 0 ||
+        (grid &&
+         (!validPlace(spec->rowSize, spec->rowRank) || !validPlace(spec->colSize, spec->colRank) ||
+          static_cast<int64_t>(spec->rowSize) * spec->colSize != spec->worldSize))) {
+      setWhy(why, whyBytes,
+             "groupCreate: invalid spec (device %d, world %d/%d, row %d/%d, column %d/%d)",
+             spec->device, spec->worldRank, spec->worldSize, spec->rowRank, spec->rowSize,
+             spec->colRank, spec->colSize);
+      return false;
+    }
+    std::string message;
+    const NcclLibrary* nccl = loadNccl(&message);
+    if (nccl == nullptr) {
+      setWhy(why, whyBytes, "%s", message.c_str());
+      return false;
+    }
+    DeviceGuard guard;
+    Status status = guard.enter(spec->device);
+    std::unique_ptr<NcclGroup> made;
+    if (status.isOk()) {
+      made.reset(new NcclGroup(*nccl, *spec));
+      status = made->create();
+    }
+    if (!status.isOk()) {
+      made.reset();  // under the guard: frees on the group's device
+      setWhy(why, whyBytes, "%s", status.message().c_str());
+      return false;
+    }
+    *group = made.release();
+    return true;
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "groupCreate: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "groupCreate: unknown exception");
+  }
+  return false;
+}
+
+void groupDestroy(void* group) noexcept {
+  if (group == nullptr) return;
+  try {
+    auto* made = static_cast<NcclGroup*>(group);
+    DeviceGuard guard;
+    (void)guard.enter(made->device());  // on failure, destroy on whatever device is current
+    delete made;
+  } catch (...) {
+  }
+}
+
+bool supports(DType dtype, RedOp op) noexcept {
+  ncclDataType_t type;
+  ncclRedOp_t nccl;
+  return ncclTypeOf(dtype, &type) && ncclOpOf(op, &nccl);
+}
+
+bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* why,
+               size_t whyBytes) noexcept {
+  try {
+    if (group == nullptr || call == nullptr) {
+      setWhy(why, whyBytes, "allreduce: null group or call");
+      return false;
+    }
+    GpuCallRecord ignored;
+    GpuCallRecord& result = record != nullptr ? *record : ignored;
+    result = GpuCallRecord{};
+    auto* made = static_cast<NcclGroup*>(group);
+    DeviceGuard guard;
+    Status status = guard.enter(made->device());
+    if (status.isOk()) status = made->allreduce(*call, &result);
+    if (!status.isOk()) {
+      setWhy(why, whyBytes, "%s", status.message().c_str());
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "allreduce: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "allreduce: unknown exception");
+  }
+  return false;
+}
+
+}  // namespace
+}  // namespace gfshim::cuda
+
+extern "C" __attribute__((visibility("default"))) const gfshim::GpuPluginApi*
+gfshim_gpu_plugin_api() {
+  static const gfshim::GpuPluginApi api = {
+      gfshim::kGpuPluginAbiVersion, gfshim::cuda::probe,        gfshim::cuda::uniqueId,
+      gfshim::cuda::groupCreate,    gfshim::cuda::groupDestroy, gfshim::cuda::supports,
+      gfshim::cuda::allreduce,
+  };
+  return &api;
+}

@@ -53,6 +53,7 @@ struct CudaDriver::Api {
   CUresult (*eventSynchronize)(CUevent);
   CUresult (*memHostRegister)(void*, size_t, unsigned);
   CUresult (*memHostUnregister)(void*);
+  CUresult (*devicePrimaryCtxRetain)(CUcontext*, CUdevice);
 };
 
 namespace {
@@ -102,7 +103,8 @@ bool bindApi(void* library, CudaDriver::Api* api) {
          bindSymbol(library, "cuEventRecord", &api->eventRecord) &&
          bindSymbol(library, "cuEventSynchronize", &api->eventSynchronize) &&
          bindSymbol(library, "cuMemHostRegister_v2", &api->memHostRegister) &&
-         bindSymbol(library, "cuMemHostUnregister", &api->memHostUnregister);
+         bindSymbol(library, "cuMemHostUnregister", &api->memHostUnregister) &&
+         bindSymbol(library, "cuDevicePrimaryCtxRetain", &api->devicePrimaryCtxRetain);
 }
 
 }  // namespace
@@ -167,9 +169,28 @@ BufferPlacement CudaDriver::placementOf(const void* pointer) const {
   if (memoryType == kMemoryTypeDevice || (managed & 0xff) != 0) {
     placement.kind = MemKind::kDevice;
     placement.device = ordinal;
-    placement.context = context;
+    void* primary = primaryContextOf(ordinal);
+    placement.context = context != nullptr ? context : primary;
+    placement.primaryContext = placement.context != nullptr && placement.context == primary;
   }
   return placement;
+}
+
+// Retained once per device and never released: the process keeps its primary contexts anyway.
+void* CudaDriver::primaryContextOf(int device) const {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<void*> contexts[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  if (void* known = contexts[device].load(std::memory_order_acquire)) return known;
+  CUdevice handle = 0;
+  CUcontext context = nullptr;
+  if (api_->deviceGet(&handle, device) != kCudaSuccess ||
+      api_->devicePrimaryCtxRetain(&context, handle) != kCudaSuccess) {
+    return nullptr;
+  }
+  void* expected = nullptr;
+  if (!contexts[device].compare_exchange_strong(expected, context)) return expected;
+  return context;
 }
 
 Status CudaDriver::pciBusId(int device, std::string* busId) const {
@@ -190,7 +211,9 @@ Status CudaDriver::copyToHost(void* context, void* host, const void* device, siz
 
 Status CudaDriver::copyToDevice(void* context, void* device, const void* host, size_t bytes) const {
   const ContextScope scope(*api_, context);
-  return check(api_->memcpyHtoD(devicePointer(device), host, bytes), "cuMemcpyHtoD");
+  GFSHIM_RETURN_IF_ERROR(
+      check(api_->memcpyHtoD(devicePointer(device), host, bytes), "cuMemcpyHtoD"));
+  return check(api_->streamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 Status CudaDriver::createStream(void* context, void** stream) const {
@@ -242,10 +265,14 @@ Status CudaDriver::synchronize(void* context, void* stream) const {
   return check(api_->streamSynchronize(stream), "cuStreamSynchronize");
 }
 
-Status CudaDriver::pinHost(void* host, size_t bytes) const {
+Status CudaDriver::pinHost(void* context, void* host, size_t bytes) const {
+  const ContextScope scope(*api_, context);
   return check(api_->memHostRegister(host, bytes, kHostRegisterPortable), "cuMemHostRegister");
 }
 
-void CudaDriver::unpinHost(void* host) const { api_->memHostUnregister(host); }
+void CudaDriver::unpinHost(void* context, void* host) const {
+  const ContextScope scope(*api_, context);
+  api_->memHostUnregister(host);
+}
 
 }  // namespace gfshim

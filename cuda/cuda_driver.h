@@ -25,8 +25,9 @@ namespace gfshim {
 
 struct BufferPlacement {
   MemKind kind = MemKind::kHost;
-  int device = -1;          // CUDA device ordinal of device memory
-  void* context = nullptr;  // its CUcontext
+  int device = -1;              // CUDA device ordinal of device memory
+  void* context = nullptr;      // its CUcontext: the allocating one, else the device's primary
+  bool primaryContext = false;  // `context` is the device's primary context (NCCL runs there)
 };
 
 class CudaDriver {
@@ -35,13 +36,17 @@ class CudaDriver {
   static const CudaDriver* inProcess();
   // Host for anything the driver does not know as device memory (pageable or pinned host memory,
   // or any pointer while the driver is uninitialized). Managed memory counts as device memory:
-  // staging copies it correctly wherever the host may not touch it.
+  // staging copies it correctly wherever the host may not touch it. Memory the driver reports no
+  // context for (stream-ordered allocations, cudaMallocAsync pools) gets its device's primary
+  // context.
   BufferPlacement placementOf(const void* pointer) const;
 
   // The device's PCI bus id, "0000:07:00.0" (lower case, as hwloc writes it).
   Status pciBusId(int device, std::string* busId) const;
 
-  // Synchronous copies in `context` (ordered after its legacy default stream).
+  // Synchronous copies in `context` (ordered after its legacy default stream). copyToDevice
+  // returns when the data is in device memory (a pageable source alone would let it return
+  // once the data is in the driver's staging buffer).
   Status copyToHost(void* context, void* host, const void* device, size_t bytes) const;
   Status copyToDevice(void* context, void* device, const void* host, size_t bytes) const;
 
@@ -58,9 +63,9 @@ class CudaDriver {
   Status waitEvent(void* context, void* event) const;
   Status synchronize(void* context, void* stream) const;
 
-  // Page-locks host memory for asynchronous copies (cuMemHostRegister, portable).
-  Status pinHost(void* host, size_t bytes) const;
-  void unpinHost(void* host) const;
+  // Page-locks host memory for asynchronous copies (cuMemHostRegister, portable), in `context`.
+  Status pinHost(void* context, void* host, size_t bytes) const;
+  void unpinHost(void* context, void* host) const;
 
   struct Api;  // the bound entry points (cuda_driver.cpp)
 
@@ -68,6 +73,7 @@ class CudaDriver {
   explicit CudaDriver(const Api* api) : api_(api) {}
 
   Status check(int result, const char* what) const;
+  void* primaryContextOf(int device) const;
   const Api* api_;
 };
 

@@ -2,6 +2,7 @@
 // CallInfo, ask the policy, and either run the engine or call the matching PMPI function.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <new>
 #include <optional>
@@ -112,15 +113,40 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
               estimate.c_str());
 }
 
+// A pass-through the shim cannot stage (nonblocking, intercommunicator) whose buffers are device
+// memory: the MPI gets the device pointer, which only a CUDA-aware MPI handles. Said once, and
+// counted.
+void warnIfDevicePointerToMpi(Runtime& rt, const TypedArgs& a, const CallInfo& call) {
+  const CudaDriver* driver = CudaDriver::inProcess();
+  if (driver == nullptr || !call.dtype || call.count <= 0) return;
+  const void* source = call.inPlace ? a.recv : a.send;
+  if (driver->placementOf(a.recv).kind == MemKind::kHost &&
+      driver->placementOf(source).kind == MemKind::kHost) {
+    return;
+  }
+  rt.stats.recordGpu(kGpuToMpi, call.bytes());
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true)) {
+    GFSHIM_WARN(kEngine,
+                "a GPU buffer in a call the shim passes through unstaged (%s): the MPI must be "
+                "CUDA-aware",
+                call.nonblocking ? "MPI_Iallreduce" : "intercommunicator");
+  }
+}
+
 int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason reason) {
   rt.stats.record(reason, call.bytes(), 0, 0);
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> passthrough: %s", static_cast<long long>(a.count),
                reasonText(reason));
   if (mayStagePassthrough(call, reason)) {
     bool staged = false;
-    const int rc =
-        stagedPassthrough(rt, call, a.send, a.recv, MPI_IN_PLACE, callPmpiOnHost, &a, &staged);
+    Status copyError;
+    const int rc = stagedPassthrough(rt, call, a.send, a.recv, MPI_IN_PLACE, callPmpiOnHost, &a,
+                                     &staged, &copyError);
+    if (!copyError.isOk()) return reportError(a.comm, copyError);
     if (staged) return rc;
+  } else if (call.nonblocking || reason == Reason::kInterComm || reason == Reason::kSpansWorlds) {
+    warnIfDevicePointerToMpi(rt, a, call);
   }
   return callPmpi(a);
 }

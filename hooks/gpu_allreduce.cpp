@@ -34,7 +34,12 @@ Placements placementsOf(const CudaDriver* driver, const void* send, const void* 
 
 bool ncclReadyFor(const Runtime& rt, const CommState& state, const CallInfo& call,
                   const Placements& at) {
-  if (!rt.settings.nccl || !at.oneGpu() || !state.gpu.ncclUnusable.empty()) return false;
+  // NCCL runs in the device's primary context: memory of a context the application made itself
+  // is staged.
+  if (!rt.settings.nccl || !at.oneGpu() || !at.recv.primaryContext || !at.send.primaryContext ||
+      !state.gpu.ncclUnusable.empty()) {
+    return false;
+  }
   if (state.gpu.ncclGroup != nullptr && state.gpu.ncclDevice != at.recv.device) return false;
   std::string why;
   if (!GpuPlugin::usableOn(at.recv.device, &why)) {
@@ -113,7 +118,7 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
     GpuVote vote;
     vote.device = at.anyDevice();
     vote.ncclReady = vote.device && ncclReadyFor(rt, state, call, at);
-    vote.noPath = vote.device && !vote.ncclReady && !rt.settings.gpuStaging;
+    vote.cannotStage = vote.device && !rt.settings.gpuStaging;
     const std::array<int32_t, 3> mine = encodeGpuVote(vote);
     std::array<int32_t, 3> minimum{};
     const int rc =
@@ -124,7 +129,8 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
       bool ready = false;
       GFSHIM_RETURN_IF_ERROR(rt.registry.ensureNcclGroup(state, at.recv.device,
                                                          rt.settings.cscMaxResidualBytes, &ready));
-      if (!ready) *route = GpuRoute::kStaged;
+      // Agreed on every rank, like the setting: stage, or hand the call to the MPI.
+      if (!ready) *route = rt.settings.gpuStaging ? GpuRoute::kStaged : GpuRoute::kPassthrough;
     }
     // Agreed, so every rank may cut an exact call into pipeline blocks; lossy calls stay whole
     // (CSC selects over the whole buffer).
@@ -164,9 +170,10 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
 }
 
 int stagedPassthrough(Runtime& rt, const CallInfo& call, const void* send, void* recv,
-                      const void* inPlaceMarker, PmpiCall pmpi, const void* context,
-                      bool* handled) {
+                      const void* inPlaceMarker, PmpiCall pmpi, const void* context, bool* handled,
+                      Status* copyError) {
   *handled = false;
+  *copyError = Status::ok();
   const CudaDriver* driver = CudaDriver::inProcess();
   const void* source = call.inPlace ? recv : send;
   const Placements at = placementsOf(driver, source, recv);
@@ -187,22 +194,22 @@ int stagedPassthrough(Runtime& rt, const CallInfo& call, const void* send, void*
   if (call.inPlace) {
     hostSend = inPlaceMarker;
     if (recvOnDevice) status = driver->copyToHost(at.recv.context, hostRecv, recv, bytes);
+    if (!status.isOk()) std::memset(hostRecv, 0, bytes);
   } else if (sendOnDevice) {
     sendCopy.resize(bytes);
     hostSend = sendCopy.data();
     status = driver->copyToHost(at.send.context, sendCopy.data(), send, bytes);
+    if (!status.isOk()) std::memset(sendCopy.data(), 0, bytes);
+  }
+  // The MPI call runs even after a failed copy (with zeros): the peers are making it too.
+  const int rc = pmpi(context, hostSend, hostRecv);
+  if (status.isOk() && rc == MPI_SUCCESS && recvOnDevice) {
+    status = driver->copyToDevice(at.recv.context, recv, hostRecv, bytes);
   }
   if (!status.isOk()) {
-    GFSHIM_WARN(kEngine, "staging before the MPI call failed: %s", status.message().c_str());
-    return MPI_ERR_OTHER;
-  }
-  const int rc = pmpi(context, hostSend, hostRecv);
-  if (rc == MPI_SUCCESS && recvOnDevice) {
-    status = driver->copyToDevice(at.recv.context, recv, hostRecv, bytes);
-    if (!status.isOk()) {
-      GFSHIM_WARN(kEngine, "staging after the MPI call failed: %s", status.message().c_str());
-      return MPI_ERR_OTHER;
-    }
+    *copyError = Status::error(StatusCode::kTransportError,
+                               "staging a GPU buffer around the MPI call: " + status.message(),
+                               MPI_ERR_OTHER);
   }
   rt.stats.recordGpu(kGpuStagedMpi, bytes);
   return rc;

@@ -36,10 +36,12 @@ inline bool mayStagePassthrough(const CallInfo& call, Reason reason) {
 // GFSHIM_GPU_STAGING allows it, copies the buffers to host memory, calls `pmpi(context, send,
 // recv)` with host pointers (MPI_IN_PLACE kept as `inPlaceMarker`), copies the result back, sets
 // *handled and returns the MPI's code. Otherwise *handled is false and nothing ran. Every rank
-// makes the same PMPI call either way, so no agreement is needed. Erroneous calls, user ops and
-// derived datatypes never get here: they go to the MPI untouched.
+// makes the same PMPI call either way, so no agreement is needed; a failed copy still makes it
+// (with zeros) and comes back in *copyError, for the caller to report as the call's error.
+// Erroneous calls, user ops and derived datatypes never get here: they go to the MPI untouched.
 using PmpiCall = int (*)(const void* context, const void* send, void* recv);
 int stagedPassthrough(Runtime& rt, const CallInfo& call, const void* send, void* recv,
-                      const void* inPlaceMarker, PmpiCall pmpi, const void* context, bool* handled);
+                      const void* inPlaceMarker, PmpiCall pmpi, const void* context, bool* handled,
+                      Status* copyError);
 
 }  // namespace gfshim::hooks

@@ -273,10 +273,16 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
                                : "\"bytes\": " + std::to_string(bucket.bytes) +
                                      ", \"operations\": " + std::to_string(bucket.ops.size());
   size_t offset = 0;
+  Status copyError = Status::ok();
   if (!single) {
     const TimelinePhase phase(settings_.timeline, "pack", size);
     for (size_t index : bucket.ops) {
-      GFSHIM_RETURN_IF_ERROR(packOperation(run[index], packed + offset));
+      // A failed device copy still takes part (with zeros): the peers reduce this bucket anyway.
+      const Status copied = packOperation(run[index], packed + offset);
+      if (!copied.isOk()) {
+        std::memset(packed + offset, 0, run[index].bytes());
+        if (copyError.isOk()) copyError = copied;
+      }
       offset += run[index].bytes();
     }
   }
@@ -313,11 +319,12 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
     const TimelinePhase phase(settings_.timeline, "unpack", size);
     offset = 0;
     for (size_t index : bucket.ops) {
-      GFSHIM_RETURN_IF_ERROR(unpackOperation(run[index], packed + offset));
+      const Status copied = unpackOperation(run[index], packed + offset);
+      if (!copied.isOk() && copyError.isOk()) copyError = copied;
       offset += run[index].bytes();
     }
   }
-  return Status::ok();
+  return copyError;
 }
 
 Status FusionQueue::reduceEngineBucket(const PendingOp* run, const FusionBucket& bucket,

@@ -17,15 +17,15 @@ const char* gpuRouteName(GpuRoute route) {
 }
 
 std::array<int32_t, 3> encodeGpuVote(const GpuVote& vote) {
-  return {vote.ncclReady ? 1 : 0, vote.device ? -1 : 0, vote.noPath ? -1 : 0};
+  return {vote.ncclReady ? 1 : 0, vote.device ? -1 : 0, vote.cannotStage ? -1 : 0};
 }
 
 GpuRoute decideGpuRoute(const std::array<int32_t, 3>& minimum) {
   const bool allNcclReady = minimum[0] == 1;
   const bool anyDevice = minimum[1] == -1;
-  const bool anyNoPath = minimum[2] == -1;
-  if (anyNoPath) return GpuRoute::kPassthrough;
+  const bool anyCannotStage = minimum[2] == -1;
   if (allNcclReady) return GpuRoute::kNccl;
+  if (anyCannotStage) return GpuRoute::kPassthrough;
   return anyDevice ? GpuRoute::kStaged : GpuRoute::kHost;
 }
 

@@ -8,9 +8,10 @@
 // (agreed once at its setup), every engine call first agrees on its route with one tiny MIN
 // allreduce of the ranks' votes:
 //
-//   any rank has a device buffer it can neither stage nor reduce with NCCL -> pass through to the
-//                                              MPI, every rank (the MPI may be CUDA-aware)
-//   else every rank has device buffers, NCCL and its GPU ready           -> NCCL
+//   every rank has device buffers, NCCL and its GPU ready               -> NCCL
+//   else some rank has a device buffer it may not stage (GFSHIM_GPU_STAGING=0)
+//                                                                        -> pass through to the
+//                                              MPI, every rank (which must then be CUDA-aware)
 //   else some rank has a device buffer                                   -> staged (host algorithm
 //                                              in blocks; host ranks run the same blocks in place)
 //   else                                                                 -> host
@@ -29,12 +30,12 @@ const char* gpuRouteName(GpuRoute route);
 
 // This rank's facts about one call.
 struct GpuVote {
-  bool device = false;     // its send or receive buffer is device memory
-  bool ncclReady = false;  // both buffers on one GPU, NCCL usable for it and for this dtype/op
-  bool noPath = false;     // a device buffer with neither NCCL nor staging (GFSHIM_GPU_STAGING=0)
+  bool device = false;       // its send or receive buffer is device memory
+  bool ncclReady = false;    // both buffers on one GPU, NCCL usable for it and for this dtype/op
+  bool cannotStage = false;  // a device buffer and GFSHIM_GPU_STAGING=0
 };
 
-// The vote as MIN-reducible integers: {ncclReady, -device, -noPath}.
+// The vote as MIN-reducible integers: {ncclReady, -device, -cannotStage}.
 std::array<int32_t, 3> encodeGpuVote(const GpuVote& vote);
 // The route from the element-wise MIN of every rank's encodeGpuVote.
 GpuRoute decideGpuRoute(const std::array<int32_t, 3>& minimum);

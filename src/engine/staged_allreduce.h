@@ -16,9 +16,11 @@
 // call) is used in place, block by block, so every rank runs the same sequence of blocks.
 //
 // Cost: each device byte crosses PCIe once in each direction; with B-byte blocks the pipeline
-// adds about one block's copy time to the host allreduce (fill and drain). Memory: 2 slots of
-// blockElements x element bytes per communicator, bound to the GPU's NUMA node where hwloc knows
-// it (MPOL_PREFERRED) and page-locked with cuMemHostRegister.
+// adds about one block's copy time to the host allreduce (fill and drain). The copies of both
+// directions share one stream, so they do not overlap each other. Memory: 2 slots of
+// blockElements x element bytes per communicator (1 slot for a one-block call), bound to the
+// GPU's NUMA node where hwloc knows it (MPOL_PREFERRED) and page-locked with cuMemHostRegister;
+// if that fails the slots stay pageable (one WARN) and the copies run synchronously.
 #pragma once
 
 #include <cstddef>
@@ -36,13 +38,13 @@ class StagingArea {
   StagingArea& operator=(const StagingArea&) = delete;
   ~StagingArea();
 
-  // Two slots of at least `slotBytes` and a stream in `context` (re-made when either changes).
-  // `numaNode` < 0: no binding.
-  Status prepare(const CudaDriver& driver, void* context, size_t slotBytes, int numaNode);
-  std::byte* slot(size_t index) const { return slots_[index % 2]; }
+  // `slots` (1 or 2) slots of at least `slotBytes` and a stream in `context` (re-made when
+  // any of them changes). `numaNode` < 0: no binding. On failure nothing is kept.
+  Status prepare(const CudaDriver& driver, void* context, size_t slots, size_t slotBytes,
+                 int numaNode);
+  std::byte* slot(size_t index) const { return slots_[index % slotCount_]; }
   void* stream() const { return stream_; }
-  void* event(size_t index) const { return events_[index % 2]; }
-  bool pinned() const { return pinned_; }
+  void* event(size_t index) const { return events_[index % slotCount_]; }
 
  private:
   void release();
@@ -53,6 +55,7 @@ class StagingArea {
   std::byte* memory_ = nullptr;
   size_t mappedBytes_ = 0;
   size_t slotBytes_ = 0;
+  size_t slotCount_ = 1;
   std::byte* slots_[2] = {nullptr, nullptr};
   bool pinned_ = false;
 };
@@ -73,7 +76,10 @@ using BlockReduce =
     std::function<Status(const void* send, void* recv, size_t first, size_t elements)>;
 
 // Runs `reduce` over the call's blocks, staging device buffers through `area` (untouched when both
-// buffers are host memory; `driver` may then be null). Collective through `reduce` only.
+// buffers are host memory; `driver` may then be null). Collective through `reduce` only, and it
+// runs `reduce` on every block whatever fails locally (invariant 3: a rank that stopped early
+// would leave its peers waiting): a block whose copy in failed is reduced as zeros, and the first
+// local failure is returned after the last block, for the caller to report as the call's error.
 Status runStagedAllreduce(const CudaDriver* driver, StagingArea& area, int numaNode,
                           const StagedCall& call, size_t blockElements, const BlockReduce& reduce);
 

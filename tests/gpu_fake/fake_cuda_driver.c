@@ -6,7 +6,9 @@
  * once PROT_NONE (the device pointer the program gets: any host access crashes, as it would on a
  * GPU without a CUDA-aware MPI) and once read-write (the fake's own view, used by the copies).
  * FAKE_CUDA_DEVICE_READABLE=1 maps the device view read-write instead, standing in for memory a
- * CUDA-aware MPI could read.
+ * CUDA-aware MPI could read. FAKE_CUDA_NULL_CONTEXT=1 reports no context for device pointers, as
+ * the real driver does for stream-ordered allocations (cudaMallocAsync pools). Like the real
+ * driver, copies, streams and host registration need a current context.
  *
  * Asynchronous copies are deferred: they run only when their stream is synchronized, an event
  * recorded after them is waited for, or a synchronous copy runs (the legacy default stream
@@ -262,9 +264,12 @@ CUresult cuPointerGetAttributes(unsigned count, int* attributes, void** data, CU
   struct Allocation* a = findAllocation((const void*)(uintptr_t)pointer, 1);
   for (unsigned i = 0; i < count; ++i) {
     switch (attributes[i]) {
-      case 1:
-        *(void**)data[i] = a ? &gContexts[a->ordinal] : NULL;
+      case 1: {
+        const char* nullContext = getenv("FAKE_CUDA_NULL_CONTEXT");
+        int reportNone = nullContext && nullContext[0] == '1';
+        *(void**)data[i] = a && !reportNone ? &gContexts[a->ordinal] : NULL;
         break;
+      }
       case 2:
         *(unsigned*)data[i] = a ? 2u : 0u;
         break;
@@ -357,6 +362,7 @@ CUresult cuStreamDestroy_v2(void* stream) {
 
 CUresult cuEventCreate(void** event, unsigned flags) {
   (void)flags;
+  if (currentContext() == NULL) return kInvalidContext;
   struct Event* e = calloc(1, sizeof(struct Event));
   if (e == NULL) return kOutOfMemory;
   *event = e;
@@ -385,6 +391,9 @@ CUresult cuEventSynchronize(void* event) {
 }
 
 CUresult cuEventDestroy_v2(void* event) {
+  pthread_mutex_lock(&gLock);
+  drainAll(); /* a queued marker may still point at it */
+  pthread_mutex_unlock(&gLock);
   free(event);
   return kSuccess;
 }
@@ -393,12 +402,12 @@ CUresult cuMemHostRegister_v2(void* pointer, size_t bytes, unsigned flags) {
   (void)pointer;
   (void)bytes;
   (void)flags;
-  return kSuccess;
+  return currentContext() != NULL ? kSuccess : kInvalidContext;
 }
 
 CUresult cuMemHostUnregister(void* pointer) {
   (void)pointer;
-  return kSuccess;
+  return currentContext() != NULL ? kSuccess : kInvalidContext;
 }
 
 CUresult cuGetErrorString(CUresult error, const char** text) {

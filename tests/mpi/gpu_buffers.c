@@ -6,7 +6,10 @@
  *              SUM/MAX, in place and not, counts that leave a short last block
  *     mixed    even ranks hold device buffers, odd ranks host buffers (the route agreement; host
  *              ranks run the same pipeline blocks)
- *     fused    bursts of MPI_Iallreduce on device (and host) buffers, completed with MPI_Waitall
+ *     fused    bursts of MPI_Iallreduce on device (and host) buffers, in place and not, completed
+ *              with MPI_Waitall
+ *     kinds    also send and receive buffers of different kinds on one rank (host -> device,
+ *              device -> host)
  *     lossy    also float SUMs the lossy modes take (values exact in fp16, so the check is exact)
  *     time     afterwards, a table: MPI_Allreduce of device buffers (NCCL or staged) against host
  *              buffers of the same bytes, float SUM in place, median of 5 (bench/gpu_check.sh)
@@ -104,14 +107,15 @@ static void compare(const char* what, const void* got, const void* want, size_t 
 }
 
 /* One blocking allreduce of `count` elements, device or host buffers per this rank's choice. */
-static void blockingCase(MPI_Datatype type, MPI_Op op, size_t count, int inPlace, int seed) {
+static void blockingCaseOn(MPI_Datatype type, MPI_Op op, size_t count, int inPlace, int seed,
+                           int sendOnDevice, int recvOnDevice) {
   const size_t bytes = count * sizeOf(type);
   void* input = malloc(bytes);
   void* want = malloc(bytes);
   void* got = malloc(bytes);
   fill(type, input, count, seed);
   PMPI_Allreduce(input, want, (int)count, type, op, MPI_COMM_WORLD);
-  struct Buffer send = bufferMake(bytes, gOnDevice), recv = bufferMake(bytes, gOnDevice);
+  struct Buffer send = bufferMake(bytes, sendOnDevice), recv = bufferMake(bytes, recvOnDevice);
   if (inPlace) {
     bufferWrite(&recv, input);
     MPI_Allreduce(MPI_IN_PLACE, recv.pointer, (int)count, type, op, MPI_COMM_WORLD);
@@ -121,8 +125,9 @@ static void blockingCase(MPI_Datatype type, MPI_Op op, size_t count, int inPlace
   }
   bufferRead(&recv, got);
   char what[128];
-  snprintf(what, sizeof(what), "blocking count %zu seed %d%s", count, seed,
-           inPlace ? " in place" : "");
+  snprintf(what, sizeof(what), "blocking count %zu seed %d%s, send on %s, recv on %s", count, seed,
+           inPlace ? " in place" : "", sendOnDevice ? "device" : "host",
+           recvOnDevice ? "device" : "host");
   compare(what, got, want, bytes);
   bufferFree(&send);
   bufferFree(&recv);
@@ -131,9 +136,15 @@ static void blockingCase(MPI_Datatype type, MPI_Op op, size_t count, int inPlace
   free(got);
 }
 
-/* A burst of Iallreduces (every third one in host memory on every rank), then MPI_Waitall. */
+static void blockingCase(MPI_Datatype type, MPI_Op op, size_t count, int inPlace, int seed) {
+  blockingCaseOn(type, op, count, inPlace, seed, gOnDevice, gOnDevice);
+}
+
+/* A burst of Iallreduces (every third one in host memory on every rank, every other one out of
+ * place), then MPI_Waitall. */
 static void fusedCase(int tensors, int seed) {
   struct Buffer* buffers = calloc((size_t)tensors, sizeof(struct Buffer));
+  struct Buffer* sources = calloc((size_t)tensors, sizeof(struct Buffer));
   float** wants = calloc((size_t)tensors, sizeof(float*));
   size_t* counts = calloc((size_t)tensors, sizeof(size_t));
   MPI_Request* requests = calloc((size_t)tensors, sizeof(MPI_Request));
@@ -145,12 +156,17 @@ static void fusedCase(int tensors, int seed) {
     fill(MPI_FLOAT, input, counts[t], seed + t);
     PMPI_Allreduce(input, wants[t], (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     buffers[t] = bufferMake(bytes, gOnDevice && t % 3 != 2);
-    bufferWrite(&buffers[t], input);
+    if (t % 2 == 1) {
+      sources[t] = bufferMake(bytes, gOnDevice && t % 3 != 1);
+      bufferWrite(&sources[t], input);
+    } else {
+      bufferWrite(&buffers[t], input);
+    }
     free(input);
   }
   for (int t = 0; t < tensors; ++t) {
-    MPI_Iallreduce(MPI_IN_PLACE, buffers[t].pointer, (int)counts[t], MPI_FLOAT, MPI_SUM,
-                   MPI_COMM_WORLD, &requests[t]);
+    MPI_Iallreduce(t % 2 == 1 ? sources[t].pointer : MPI_IN_PLACE, buffers[t].pointer,
+                   (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &requests[t]);
   }
   MPI_Waitall(tensors, requests, MPI_STATUSES_IGNORE);
   for (int t = 0; t < tensors; ++t) {
@@ -162,8 +178,10 @@ static void fusedCase(int tensors, int seed) {
     free(got);
     free(wants[t]);
     bufferFree(&buffers[t]);
+    if (t % 2 == 1) bufferFree(&sources[t]);
   }
   free(buffers);
+  free(sources);
   free(wants);
   free(counts);
   free(requests);
@@ -215,12 +233,13 @@ static void timeTable(void) {
 }
 
 int main(int argc, char** argv) {
-  int mixed = 0, fused = 0, lossy = 0, timed = 0, provided = 0;
+  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, provided = 0;
   for (int i = 1; i < argc; ++i) {
     mixed |= strcmp(argv[i], "mixed") == 0;
     fused |= strcmp(argv[i], "fused") == 0;
     lossy |= strcmp(argv[i], "lossy") == 0;
     timed |= strcmp(argv[i], "time") == 0;
+    kinds |= strcmp(argv[i], "kinds") == 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
@@ -241,6 +260,12 @@ int main(int argc, char** argv) {
       blockingCase(MPI_INT, MPI_SUM, counts[c], inPlace, (int)c);
       blockingCase(MPI_DOUBLE, MPI_MAX, counts[c], inPlace, (int)c + 10);
       if (lossy || c % 2 == 0) blockingCase(MPI_FLOAT, MPI_SUM, counts[c], inPlace, (int)c + 20);
+    }
+  }
+  if (kinds) {
+    for (size_t c = 1; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+      blockingCaseOn(MPI_INT, MPI_SUM, counts[c], 0, (int)c + 30, 0, 1);
+      blockingCaseOn(MPI_INT, MPI_SUM, counts[c], 0, (int)c + 40, 1, 0);
     }
   }
   if (fused) {

@@ -22,7 +22,8 @@ GpuRoute routeOf(const std::vector<GpuVote>& votes) {
 constexpr GpuVote kHostRank{false, false, false};
 constexpr GpuVote kNcclRank{true, true, false};
 constexpr GpuVote kStagingRank{true, false, false};
-constexpr GpuVote kNoPathRank{true, false, true};
+constexpr GpuVote kNoPathRank{true, false, true};   // GFSHIM_GPU_STAGING=0, no NCCL
+constexpr GpuVote kNcclOnlyRank{true, true, true};  // GFSHIM_GPU_STAGING=0, NCCL ready
 
 TEST(GpuRoute, HostRanksOnlyStayOnTheHost) {
   EXPECT_EQ(routeOf({kHostRank}), GpuRoute::kHost);
@@ -40,10 +41,12 @@ TEST(GpuRoute, AnyDeviceBufferWithoutNcclEverywhereIsStaged) {
   EXPECT_EQ(routeOf({kHostRank, kStagingRank}), GpuRoute::kStaged);
 }
 
-TEST(GpuRoute, ARankWithoutAPathSendsEveryRankToTheMpi) {
+TEST(GpuRoute, ARankThatMayNotStageSendsEveryRankToTheMpiUnlessAllHaveNccl) {
   EXPECT_EQ(routeOf({kNoPathRank}), GpuRoute::kPassthrough);
   EXPECT_EQ(routeOf({kNcclRank, kNoPathRank, kNcclRank}), GpuRoute::kPassthrough);
   EXPECT_EQ(routeOf({kHostRank, kHostRank, kNoPathRank}), GpuRoute::kPassthrough);
+  EXPECT_EQ(routeOf({kNcclOnlyRank, kNcclOnlyRank}), GpuRoute::kNccl);
+  EXPECT_EQ(routeOf({kNcclOnlyRank, kHostRank}), GpuRoute::kPassthrough);
 }
 
 TEST(GpuRoute, TheOrderOfRanksDoesNotMatter) {

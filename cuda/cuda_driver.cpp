@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <ctime>
 #include <mutex>
 
 namespace gfshim {
@@ -112,6 +113,7 @@ bool bindApi(void* library, CudaDriver::Api* api) {
 namespace {
 std::atomic<const CudaDriver*> gFound{nullptr};
 std::atomic<unsigned long long> gLoadsSeen{~0ULL};
+std::atomic<long long> gTickSeen{-1};
 
 // The dynamic loader's count of objects ever loaded: one dl_iterate_phdr step (~20 ns), against
 // ~15 us for a dlopen(RTLD_NOLOAD) that does not find its library.
@@ -129,7 +131,14 @@ unsigned long long loaderAdds() {
 
 const CudaDriver* CudaDriver::inProcess() {
   if (const CudaDriver* driver = gFound.load(std::memory_order_acquire)) return driver;
-  // Look again only when a library was loaded since the last look.
+  // Look again only once per tick of the coarse clock (a few ms; ~5 ns to read through the vDSO)
+  // and then only when a library was loaded since the last look. Device memory cannot appear
+  // within one tick of the driver's loading: cuInit alone takes far longer.
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  const long long tick = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+  if (tick == gTickSeen.load(std::memory_order_relaxed)) return nullptr;
+  gTickSeen.store(tick, std::memory_order_relaxed);
   const unsigned long long adds = loaderAdds();
   if (adds == gLoadsSeen.load(std::memory_order_relaxed)) return nullptr;
   static std::mutex lookup;

@@ -5,8 +5,8 @@
 // The shim never loads the driver itself. CudaDriver::inProcess() finds libcuda.so.1 only if the
 // application (or its CUDA runtime, PyTorch, ...) already loaded it (dlopen RTLD_NOLOAD): a
 // process without it cannot hold device memory, so every buffer is host memory. It looks again
-// only after the dynamic loader loaded something new, so a CPU-only job pays one dl_iterate_phdr
-// step (~20 ns) per call it asks about.
+// at most once per tick of the coarse monotonic clock, and then only after the dynamic loader
+// loaded something new, so a CPU-only job pays a clock read (~5 ns) per call it asks about.
 //
 // Ordering: copies run on a blocking stream of the buffer's context (or are synchronous), so they
 // are ordered after the application's work on the legacy default stream; like any CUDA-aware MPI,

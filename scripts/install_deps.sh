@@ -8,6 +8,7 @@ packages=(
   libgtest-dev googletest
   libhwloc-dev libucx-dev
   python3 python3-mpi4py python3-numpy
+  zlib1g-dev dataset-fashion-mnist
   iproute2 util-linux
 )
 missing=()

@@ -22,7 +22,7 @@
 
 namespace gfshim {
 
-constexpr int kGpuPluginAbiVersion = 1;
+constexpr int kGpuPluginAbiVersion = 2;
 constexpr size_t kNcclUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
 
 // One user communicator's NCCL communicators, made from ids the shim distributed. Row and column
@@ -76,9 +76,15 @@ struct GpuPluginApi {
   bool (*probe)(int device, char* why, size_t whyBytes);
   // ncclGetUniqueId.
   bool (*uniqueId)(uint8_t id[kNcclUniqueIdBytes], char* why, size_t whyBytes);
-  // Collective over every rank of the spec (world, then row, then column communicator): all
-  // ranks call it together. On failure *group is null and nothing is left behind.
-  bool (*groupCreate)(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes);
+  // Local: checks the spec, loads NCCL, and makes the group's stream and device memory on
+  // spec->device, so that everything that can fail on one rank alone fails before any rank
+  // enters NCCL's collective initialisation (the shim agrees on the outcome in between). On
+  // failure *group is null and nothing is left behind.
+  bool (*groupPrepare)(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes);
+  // Collective over every rank of the spec: ncclCommInitRank for the world, then the row, then
+  // the column communicator; all ranks call it together. On failure the group stays allocated
+  // and broken (groupDestroy aborts what was made).
+  bool (*groupConnect)(void* group, char* why, size_t whyBytes);
   void (*groupDestroy)(void* group);
   // Whether NCCL reduces this type with this op (the shim stages other calls).
   bool (*supports)(DType dtype, RedOp op);

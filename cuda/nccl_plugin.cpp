@@ -302,7 +302,8 @@ class NcclGroup {
 
   // Collective: the communicators (world, row, column), the stream and the small buffers. The
   // caller has made spec.device current. On failure the destructor frees what was made.
-  Status create();
+  Status prepare();  // local: stream and device memory
+  Status connect();  // collective: the NCCL communicators
   // One blocking allreduce (see the top of the file); device already current.
   Status allreduce(const GpuCall& call, GpuCallRecord* record);
 
@@ -315,7 +316,7 @@ class NcclGroup {
   };
 
   Status ncclFailure(const char* what, const Comm& comm, ncclResult_t result);
-  Status createParts();
+  Status connectParts();
   Status initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank);
   // Waits for the stream, watching every communicator for an asynchronous NCCL error.
   Status waitForStream(const char* what);
@@ -402,20 +403,7 @@ Status NcclGroup::initComm(Comm* comm, const char* name, int ranks, const uint8_
   return Status::ok();
 }
 
-Status NcclGroup::create() {
-  const Status status = createParts();
-  // Peers may have failed too: what was made is aborted, not destroyed collectively.
-  if (!status.isOk()) broken_ = true;
-  return status;
-}
-
-Status NcclGroup::createParts() {
-  GFSHIM_RETURN_IF_ERROR(
-      initComm(&world_, "world", spec_.worldSize, spec_.worldId, spec_.worldRank));
-  if (spec_.rowSize > 0) {
-    GFSHIM_RETURN_IF_ERROR(initComm(&row_, "row", spec_.rowSize, spec_.rowId, spec_.rowRank));
-    GFSHIM_RETURN_IF_ERROR(initComm(&column_, "column", spec_.colSize, spec_.colId, spec_.colRank));
-  }
+Status NcclGroup::prepare() {
   // Default flags: a blocking stream, ordered after work on the legacy default stream.
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaStreamCreate", cudaStreamCreate(&stream_));
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaMalloc of the group's flags",
@@ -423,6 +411,23 @@ Status NcclGroup::createParts() {
   GFSHIM_CUDA_RETURN_IF_ERROR(
       "cudaMallocHost of the group's flags",
       cudaMallocHost(reinterpret_cast<void**>(&hostInts_), 2 * sizeof(int)));
+  return Status::ok();
+}
+
+Status NcclGroup::connect() {
+  const Status status = connectParts();
+  // Peers may have failed too: what was made is aborted, not destroyed collectively.
+  if (!status.isOk()) broken_ = true;
+  return status;
+}
+
+Status NcclGroup::connectParts() {
+  GFSHIM_RETURN_IF_ERROR(
+      initComm(&world_, "world", spec_.worldSize, spec_.worldId, spec_.worldRank));
+  if (spec_.rowSize > 0) {
+    GFSHIM_RETURN_IF_ERROR(initComm(&row_, "row", spec_.rowSize, spec_.rowId, spec_.rowRank));
+    GFSHIM_RETURN_IF_ERROR(initComm(&column_, "column", spec_.colSize, spec_.colId, spec_.colRank));
+  }
   return Status::ok();
 }
 
@@ -761,11 +766,11 @@ bool uniqueId(uint8_t id[kNcclUniqueIdBytes], char* why, size_t whyBytes) noexce
 // A rank and its communicator size make sense.
 bool validPlace(int size, int rank) { return size > 0 && rank >= 0 && rank < size; }
 
-bool groupCreate(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes) noexcept {
+bool groupPrepare(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes) noexcept {
   if (group != nullptr) *group = nullptr;
   try {
     if (spec == nullptr || group == nullptr) {
-      setWhy(why, whyBytes, "groupCreate: null spec or group");
+      setWhy(why, whyBytes, "groupPrepare: null spec or group");
       return false;
     }
     const bool grid = spec->rowSize > 0;
@@ -774,7 +779,7 @@ bool groupCreate(const GpuGroupSpec* spec, void** group, char* why, size_t whyBy
          (!validPlace(spec->rowSize, spec->rowRank) || !validPlace(spec->colSize, spec->colRank) ||
           static_cast<int64_t>(spec->rowSize) * spec->colSize != spec->worldSize))) {
       setWhy(why, whyBytes,
-             "groupCreate: invalid spec (device %d, world %d/%d, row %d/%d, column %d/%d)",
+             "groupPrepare: invalid spec (device %d, world %d/%d, row %d/%d, column %d/%d)",
              spec->device, spec->worldRank, spec->worldSize, spec->rowRank, spec->rowSize,
              spec->colRank, spec->colSize);
       return false;
@@ -790,7 +795,7 @@ bool groupCreate(const GpuGroupSpec* spec, void** group, char* why, size_t whyBy
     std::unique_ptr<NcclGroup> made;
     if (status.isOk()) {
       made.reset(new NcclGroup(*nccl, *spec));
-      status = made->create();
+      status = made->prepare();
     }
     if (!status.isOk()) {
       made.reset();  // under the guard: frees on the group's device
@@ -800,9 +805,29 @@ bool groupCreate(const GpuGroupSpec* spec, void** group, char* why, size_t whyBy
     *group = made.release();
     return true;
   } catch (const std::exception& e) {
-    setWhy(why, whyBytes, "groupCreate: %s", e.what());
+    setWhy(why, whyBytes, "groupPrepare: %s", e.what());
   } catch (...) {
-    setWhy(why, whyBytes, "groupCreate: unknown exception");
+    setWhy(why, whyBytes, "groupPrepare: unknown exception");
+  }
+  return false;
+}
+
+bool groupConnect(void* group, char* why, size_t whyBytes) noexcept {
+  try {
+    if (group == nullptr) {
+      setWhy(why, whyBytes, "groupConnect: null group");
+      return false;
+    }
+    auto* made = static_cast<NcclGroup*>(group);
+    DeviceGuard guard;
+    Status status = guard.enter(made->device());
+    if (status.isOk()) status = made->connect();
+    if (!status.isOk()) setWhy(why, whyBytes, "%s", status.message().c_str());
+    return status.isOk();
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "groupConnect: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "groupConnect: unknown exception");
   }
   return false;
 }
@@ -858,8 +883,8 @@ extern "C" __attribute__((visibility("default"))) const gfshim::GpuPluginApi*
 gfshim_gpu_plugin_api() {
   static const gfshim::GpuPluginApi api = {
       gfshim::kGpuPluginAbiVersion, gfshim::cuda::probe,        gfshim::cuda::uniqueId,
-      gfshim::cuda::groupCreate,    gfshim::cuda::groupDestroy, gfshim::cuda::supports,
-      gfshim::cuda::allreduce,
+      gfshim::cuda::groupPrepare,   gfshim::cuda::groupConnect, gfshim::cuda::groupDestroy,
+      gfshim::cuda::supports,       gfshim::cuda::allreduce,
   };
   return &api;
 }

@@ -229,14 +229,29 @@ Status CommRegistry::ensureNcclGroup(CommState& state, int device, uint64_t resi
                   kNcclUniqueIdBytes);
     }
     spec.cscMaxResidualBytes = residualCapBytes;
-    created = api->groupCreate(&spec, &gpu.ncclGroup, text, sizeof(text));
+    // Fallback for all ranks together (invariant 3): nothing of the call was sent yet. Local
+    // preparation first and agreed, so that no rank enters NCCL's collective initialisation
+    // while a peer has already given up; then the initialisation, agreed again.
+    const auto agreed = [&](bool here, bool* everywhere) {
+      int mine = here ? 1 : 0, all = 0;
+      const int rc = PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, state.privateComm);
+      *everywhere = all != 0;
+      return rc;
+    };
+    created = api->groupPrepare(&spec, &gpu.ncclGroup, text, sizeof(text));
     if (!created) why = text;
-    // Fallback for all ranks together (invariant 3): nothing of the call was sent yet.
-    int createdHere = created ? 1 : 0, createdEverywhere = 0;
-    rc = PMPI_Allreduce(&createdHere, &createdEverywhere, 1, MPI_INT, MPI_MIN, state.privateComm);
+    bool preparedEverywhere = false;
+    rc = agreed(created, &preparedEverywhere);
     if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (NCCL setup agreement)", rc);
-    if (!createdEverywhere) {
-      if (created) api->groupDestroy(gpu.ncclGroup);
+    bool connectedEverywhere = false;
+    if (preparedEverywhere) {
+      created = api->groupConnect(gpu.ncclGroup, text, sizeof(text));
+      if (!created) why = text;
+      rc = agreed(created, &connectedEverywhere);
+      if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (NCCL setup agreement)", rc);
+    }
+    if (!connectedEverywhere) {
+      if (gpu.ncclGroup != nullptr) api->groupDestroy(gpu.ncclGroup);
       gpu.ncclGroup = nullptr;
       gpu.ncclUnusable =
           created ? "NCCL setup failed on another rank" : "NCCL setup failed: " + why;

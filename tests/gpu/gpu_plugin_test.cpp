@@ -60,7 +60,8 @@ TEST(GpuPluginEverywhere, LoadsWithThisBuildsAbiVersion) {
   EXPECT_EQ(api->abiVersion, kGpuPluginAbiVersion);
   EXPECT_NE(api->probe, nullptr);
   EXPECT_NE(api->uniqueId, nullptr);
-  EXPECT_NE(api->groupCreate, nullptr);
+  EXPECT_NE(api->groupPrepare, nullptr);
+  EXPECT_NE(api->groupConnect, nullptr);
   EXPECT_NE(api->groupDestroy, nullptr);
   EXPECT_NE(api->supports, nullptr);
   EXPECT_NE(api->allreduce, nullptr);
@@ -125,7 +126,7 @@ TEST(GpuPluginEverywhere, BadArgumentsFailWithAReasonAndLeaveNothing) {
   GpuGroupSpec spec;  // device -1, world 0
   void* group = reinterpret_cast<void*>(uintptr_t{1});
   char why[512] = {};
-  EXPECT_FALSE(api->groupCreate(&spec, &group, why, sizeof why));
+  EXPECT_FALSE(api->groupPrepare(&spec, &group, why, sizeof why));
   EXPECT_EQ(group, nullptr);
   EXPECT_NE(std::string(why).find("invalid spec"), std::string::npos) << why;
   spec.device = 0;
@@ -134,8 +135,9 @@ TEST(GpuPluginEverywhere, BadArgumentsFailWithAReasonAndLeaveNothing) {
   spec.rowSize = 3;  // 3 x 1 is not a grid of 4 ranks
   spec.colSize = 1;
   std::memset(why, 0, sizeof why);
-  EXPECT_FALSE(api->groupCreate(&spec, &group, why, sizeof why));
+  EXPECT_FALSE(api->groupPrepare(&spec, &group, why, sizeof why));
   EXPECT_STRNE(why, "");
+  EXPECT_FALSE(api->groupConnect(nullptr, why, sizeof why));
   GpuCall call;
   GpuCallRecord record;
   std::memset(why, 0, sizeof why);
@@ -199,7 +201,10 @@ class GpuPlugin : public ::testing::Test {
            api_->uniqueId(spec.colId, why, sizeof why);
     }
     void* group = nullptr;
-    ok = ok && api_->groupCreate(&spec, &group, why, sizeof why);
+    ok = ok && api_->groupPrepare(&spec, &group, why, sizeof why);
+    const bool connected = ok && api_->groupConnect(group, why, sizeof why);
+    if (ok && !connected) api_->groupDestroy(group);
+    ok = connected;
     EXPECT_TRUE(ok) << why;
     if (!ok) return nullptr;
     groups_.push_back(group);

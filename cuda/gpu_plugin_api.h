@@ -22,7 +22,7 @@
 
 namespace gfshim {
 
-constexpr int kGpuPluginAbiVersion = 2;
+constexpr int kGpuPluginAbiVersion = 3;
 constexpr size_t kNcclUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
 
 // One user communicator's NCCL communicators, made from ids the shim distributed. Row and column
@@ -70,6 +70,23 @@ struct GpuCallRecord {
   size_t selectedChunks = 0, chunks = 0;
 };
 
+// One fused bucket of MPI_Iallreduce operations, all of one (dtype, op), every buffer on the
+// group's device: gathered into one device buffer in one kernel launch, reduced exactly (ring or
+// torus), scattered back in one launch. Returns when every recv holds its result (the plugin
+// waits for its stream). send == recv for MPI_IN_PLACE.
+struct GpuFusedOp {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  uint64_t bytes = 0;
+};
+struct GpuFusedCall {
+  const GpuFusedOp* ops = nullptr;
+  size_t opCount = 0;
+  DType dtype = DType::kFloat32;
+  RedOp op = RedOp::kSum;
+  bool torus = false;
+};
+
 struct GpuPluginApi {
   int abiVersion;
   // Whether NCCL (dlopened) and `device` are usable in this process; false with *why otherwise.
@@ -91,6 +108,9 @@ struct GpuPluginApi {
   // Collective over the group's world; see GpuCall.
   bool (*allreduce)(void* group, const GpuCall* call, GpuCallRecord* record, char* why,
                     size_t whyBytes);
+  // Collective over the group's world; see GpuFusedCall. *wireBytes: what this rank sent.
+  bool (*fusedAllreduce)(void* group, const GpuFusedCall* call, uint64_t* wireBytes, char* why,
+                         size_t whyBytes);
 };
 
 }  // namespace gfshim

@@ -52,6 +52,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "compress/csc.h"
@@ -306,6 +307,8 @@ class NcclGroup {
   Status connect();  // collective: the NCCL communicators
   // One blocking allreduce (see the top of the file); device already current.
   Status allreduce(const GpuCall& call, GpuCallRecord* record);
+  // One fused bucket: gather (one launch), exact allreduce in place, scatter (one launch).
+  Status fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes);
 
   int device() const { return spec_.device; }
 
@@ -353,6 +356,9 @@ class NcclGroup {
   DeviceBuffer summed_;         // CSC: their sum over ranks
   DeviceBuffer selectScratch_;  // CSC: selectTopChunksDevice's scratch
   DeviceResidualStore residuals_;
+  DeviceBuffer bucket_;              // fused: the packed operations
+  DeviceBuffer sliceTables_;         // fused: gather then scatter FusionSlice tables
+  std::vector<FusionSlice> slices_;  // fused: host copy of both tables
 };
 
 NcclGroup::~NcclGroup() {
@@ -554,6 +560,56 @@ Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
                                           dtypeBytes(call.dtype), op, call.torus,
                                           &record->wireBytes));
   GFSHIM_RETURN_IF_ERROR(waitForStream("the allreduce"));
+  broken_ = false;
+  return Status::ok();
+}
+
+Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes) {
+  if (broken_) {
+    return Status::error(StatusCode::kInternal,
+                         "an earlier call on this NCCL group failed after it started sending");
+  }
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  if (!ncclTypeOf(call.dtype, &type) || !ncclOpOf(call.op, &op)) {
+    return Status::error(StatusCode::kUnsupported, std::string("NCCL does not reduce ") +
+                                                       dtypeName(call.dtype) + " with " +
+                                                       redOpName(call.op));
+  }
+  if (call.torus && row_.comm == nullptr) {
+    return Status::error(StatusCode::kInvalidArgument,
+                         "torus allreduce on a group made without a grid (rowSize 0)");
+  }
+  // Both tables in one host vector: [0, n) gathers from the sends, [n, 2n) scatters to the recvs.
+  const size_t n = call.opCount;
+  slices_.resize(2 * n);
+  uint64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    slices_[i] = FusionSlice{call.ops[i].send, offset, call.ops[i].bytes};
+    slices_[n + i] = FusionSlice{call.ops[i].recv, offset, call.ops[i].bytes};
+    offset += call.ops[i].bytes;
+  }
+  const size_t elementBytes = dtypeBytes(call.dtype);
+  if (n == 0 || offset == 0) return Status::ok();
+  if (offset % elementBytes != 0) {
+    return Status::error(StatusCode::kInvalidArgument, "fused bucket of partial elements");
+  }
+  // Everything that can fail alone comes before the first collective.
+  GFSHIM_RETURN_IF_ERROR(bucket_.reserve(offset, "a fused bucket"));
+  GFSHIM_RETURN_IF_ERROR(sliceTables_.reserve(2 * n * sizeof(FusionSlice), "fusion tables"));
+  auto* tables = sliceTables_.as<FusionSlice>();
+  void* bucket = bucket_.as<void>();
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemcpyAsync of the fusion tables",
+                              cudaMemcpyAsync(tables, slices_.data(), 2 * n * sizeof(FusionSlice),
+                                              cudaMemcpyHostToDevice, stream_));
+  GFSHIM_KERNEL_RETURN_IF_ERROR("fusionGatherDevice",
+                                fusionGatherDevice(tables, n, bucket, stream_));
+  broken_ = true;  // until the call completes: see the top of the file
+  GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(bucket, bucket, offset / elementBytes, type, elementBytes,
+                                          op, call.torus, wireBytes));
+  GFSHIM_KERNEL_RETURN_IF_ERROR("fusionScatterDevice",
+                                fusionScatterDevice(tables + n, n, bucket, stream_));
+  GFSHIM_RETURN_IF_ERROR(waitForStream("the fused allreduce"));
   broken_ = false;
   return Status::ok();
 }
@@ -849,6 +905,31 @@ bool supports(DType dtype, RedOp op) noexcept {
   return ncclTypeOf(dtype, &type) && ncclOpOf(op, &nccl);
 }
 
+bool fusedAllreduce(void* group, const GpuFusedCall* call, uint64_t* wireBytes, char* why,
+                    size_t whyBytes) noexcept {
+  try {
+    if (group == nullptr || call == nullptr || wireBytes == nullptr) {
+      setWhy(why, whyBytes, "fusedAllreduce: null group, call or wireBytes");
+      return false;
+    }
+    *wireBytes = 0;
+    auto* made = static_cast<NcclGroup*>(group);
+    DeviceGuard guard;
+    Status status = guard.enter(made->device());
+    if (status.isOk()) status = made->fusedAllreduce(*call, wireBytes);
+    if (!status.isOk()) {
+      setWhy(why, whyBytes, "%s", status.message().c_str());
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "fusedAllreduce: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "fusedAllreduce: unknown exception");
+  }
+  return false;
+}
+
 bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* why,
                size_t whyBytes) noexcept {
   try {
@@ -884,7 +965,7 @@ gfshim_gpu_plugin_api() {
   static const gfshim::GpuPluginApi api = {
       gfshim::kGpuPluginAbiVersion, gfshim::cuda::probe,        gfshim::cuda::uniqueId,
       gfshim::cuda::groupPrepare,   gfshim::cuda::groupConnect, gfshim::cuda::groupDestroy,
-      gfshim::cuda::supports,       gfshim::cuda::allreduce,
+      gfshim::cuda::supports,       gfshim::cuda::allreduce,    gfshim::cuda::fusedAllreduce,
   };
   return &api;
 }

@@ -127,8 +127,10 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
     *route = decideGpuRoute(minimum);
     if (*route == GpuRoute::kNccl) {
       bool ready = false;
-      GFSHIM_RETURN_IF_ERROR(rt.registry.ensureNcclGroup(state, at.recv.device,
-                                                         rt.settings.cscMaxResidualBytes, &ready));
+      const TorusGrid* grid = state.torusGrid ? &*state.torusGrid : nullptr;
+      GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(state.privateComm, state.facts, grid, state.gpu,
+                                             at.recv.device, rt.settings.cscMaxResidualBytes,
+                                             &ready));
       // Agreed on every rank, like the setting: stage, or hand the call to the MPI.
       if (!ready) *route = rt.settings.gpuStaging ? GpuRoute::kStaged : GpuRoute::kPassthrough;
     }

@@ -17,33 +17,11 @@
 #include "common/status.h"
 #include "engine/fusion_queue.h"
 #include "engine/lossy_allreduce.h"
+#include "engine/nccl_setup.h"
 #include "engine/policy.h"
-#include "engine/staged_allreduce.h"
-#include "topo/topology.h"
 #include "transport/pmpi_transport.h"
 
 namespace gfshim {
-
-// The GPU side of a communicator (engine/gpu_route.h, engine/staged_allreduce.h).
-struct GpuCommState {
-  // Agreed at setup: some rank had the CUDA driver loaded, so engine calls agree on their route.
-  bool driverOnSomeRank = false;
-  std::vector<PciDevice> nodeGpus;  // hwloc's GPUs of this rank's node (NUMA placement)
-  StagingArea staging;
-  int stagingNumaNode = -1;
-  int stagingDevice = -1;  // the device stagingNumaNode belongs to
-  // The plugin's NCCL communicators (made at the first NCCL call, on `ncclDevice`).
-  void* ncclGroup = nullptr;
-  int ncclDevice = -1;
-  // Why NCCL cannot run on this communicator, agreed by all ranks; later calls stage.
-  std::string ncclUnusable;
-  bool warnedNoPath = false;
-
-  GpuCommState() = default;
-  GpuCommState(const GpuCommState&) = delete;
-  GpuCommState& operator=(const GpuCommState&) = delete;
-  ~GpuCommState();
-};
 
 struct CommState {
   CommFacts facts;
@@ -88,12 +66,6 @@ class CommRegistry {
   // Collective over `comm`: creates the fusion thread's communicator (MPI_Comm_split, see
   // createPrivateComm) unless it exists.
   Status prepareFusion(MPI_Comm comm, CommState& state);
-  // Collective over the communicator, on a call every rank agreed to run through NCCL: creates
-  // its NCCL communicators (world, torus row and column) on `device` unless they exist. Returns
-  // ok with *ready false, identically on every rank, when NCCL cannot run there (setup failed on
-  // some rank, two ranks share a GPU): state.gpu.ncclUnusable then says why, and the caller
-  // stages the call instead. An error is an MPI failure of the exchange itself.
-  Status ensureNcclGroup(CommState& state, int device, uint64_t residualCapBytes, bool* ready);
   // Drops the state of the predefined communicators; call before PMPI_Finalize.
   void stop();
 

@@ -11,6 +11,7 @@
 #include "engine/comm_registry.h"
 #include "engine/execute.h"
 #include "engine/fusion_buckets.h"
+#include "engine/gpu_plugin.h"
 
 namespace gfshim {
 
@@ -158,7 +159,9 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
 }
 
 Status FusionQueue::setUp() {
-  GFSHIM_RETURN_IF_ERROR(describeOnComm(comm_, settings_.settings, &facts_, &grid_));
+  GFSHIM_RETURN_IF_ERROR(
+      describeOnComm(comm_, settings_.settings, &facts_, &grid_, &gpu_.nodeGpus));
+  GFSHIM_RETURN_IF_ERROR(agreeDriverOnSomeRank(comm_, &gpu_.driverOnSomeRank));
   transport_ = std::make_unique<PmpiTransport>(comm_, facts_.rank, facts_.size);
   return Status::ok();
 }
@@ -248,6 +251,55 @@ Status FusionQueue::unpackOperation(const PendingOp& op, const std::byte* packed
   return CudaDriver::inProcess()->copyToDevice(op.recvAt.context, op.recv, packed, op.bytes());
 }
 
+Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket, const Plan& plan,
+                                bool* done) {
+  *done = false;
+  int device = -1;
+  bool ready = settings_.settings.nccl && gpu_.ncclUnusable.empty();
+  for (size_t index : bucket.ops) {
+    const PendingOp& op = run[index];
+    const bool oneGpu = op.sendAt.kind == MemKind::kDevice && op.recvAt.kind == MemKind::kDevice &&
+                        op.sendAt.device == op.recvAt.device && op.sendAt.primaryContext &&
+                        op.recvAt.primaryContext;
+    if (!oneGpu || (device >= 0 && device != op.recvAt.device)) {
+      ready = false;
+      break;
+    }
+    device = op.recvAt.device;
+  }
+  if (ready && gpu_.ncclGroup != nullptr && gpu_.ncclDevice != device) ready = false;
+  if (ready && !GpuPlugin::usableOn(device, nullptr)) ready = false;
+  if (ready && !GpuPlugin::load(nullptr)->supports(bucket.dtype, bucket.op)) ready = false;
+  int mine = ready ? 1 : 0, everywhere = 0;
+  const int rc = PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm_);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (fused GPU route agreement)", rc);
+  if (everywhere == 0) return Status::ok();
+  const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
+  bool groupReady = false;
+  GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(comm_, facts_, grid, gpu_, device,
+                                         settings_.settings.cscMaxResidualBytes, &groupReady));
+  if (!groupReady) return Status::ok();
+  std::vector<GpuFusedOp> ops;
+  ops.reserve(bucket.ops.size());
+  for (size_t index : bucket.ops)
+    ops.push_back({run[index].send, run[index].recv, run[index].bytes()});
+  GpuFusedCall call;
+  call.ops = ops.data();
+  call.opCount = ops.size();
+  call.dtype = bucket.dtype;
+  call.op = bucket.op;
+  call.torus = plan.algo == Algo::kTorus2d && grid != nullptr;
+  uint64_t wireBytes = 0;
+  char why[256] = {};
+  if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &wireBytes, why,
+                                                sizeof(why))) {
+    return Status::error(StatusCode::kTransportError, std::string("NCCL fused allreduce: ") + why,
+                         MPI_ERR_OTHER);
+  }
+  *done = true;
+  return Status::ok();
+}
+
 Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucket) {
   CallInfo call;
   call.count = bucket.count;
@@ -272,6 +324,21 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
                                ? std::string()
                                : "\"bytes\": " + std::to_string(bucket.bytes) +
                                      ", \"operations\": " + std::to_string(bucket.ops.size());
+  if (gpu_.driverOnSomeRank && plan.route == Route::kEngine && !plan.lossy.any()) {
+    const auto start = std::chrono::steady_clock::now();
+    bool done = false;
+    std::optional<TimelinePhase> phase;
+    phase.emplace(settings_.timeline, "gpu route (agreement, NCCL)", size);
+    GFSHIM_RETURN_IF_ERROR(reduceOnGpu(run, bucket, plan, &done));
+    if (done) {
+      const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+      stats_->record(Reason::kFused, bucket.bytes, facts_.size, static_cast<uint64_t>(nanos));
+      stats_->recordGpu(kGpuNccl, bucket.bytes);
+      return Status::ok();
+    }
+  }
   size_t offset = 0;
   Status copyError = Status::ok();
   if (!single) {

@@ -70,6 +70,7 @@
 #include "cuda/cuda_driver.h"
 #include "engine/fusion_rounds.h"
 #include "engine/lossy_allreduce.h"
+#include "engine/nccl_setup.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
@@ -186,6 +187,11 @@ class FusionQueue {
   // Copies one operation's send buffer into / its result out of the packed bucket (the driver's
   // synchronous copies for device memory).
   Status packOperation(const PendingOp& op, std::byte* packed);
+  // A bucket whose operations are all on one GPU on every rank (agreed with one MIN allreduce,
+  // where some rank has the CUDA driver): reduced by NCCL through the plugin's fused call, no
+  // host copy. *done false: nothing ran, the bucket is staged as usual.
+  Status reduceOnGpu(const PendingOp* run, const FusionBucket& bucket, const Plan& plan,
+                     bool* done);
   Status unpackOperation(const PendingOp& op, const std::byte* packed);
   Status reduceEngineBucket(const PendingOp* run, const struct FusionBucket& bucket,
                             const Plan& plan, const CallInfo& call, const void* send, void* recv);
@@ -200,6 +206,7 @@ class FusionQueue {
   Workspace workspace_;                // the algorithms' scratch
   Workspace packed_;                   // the fused bucket
   std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
+  GpuCommState gpu_;  // this thread's own NCCL group (never shared with the blocking path)
   FusionRounds<PendingOp> rounds_;
   std::thread thread_;
 };

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,6 +63,7 @@ TEST(GpuPluginEverywhere, LoadsWithThisBuildsAbiVersion) {
   EXPECT_NE(api->uniqueId, nullptr);
   EXPECT_NE(api->groupPrepare, nullptr);
   EXPECT_NE(api->groupConnect, nullptr);
+  EXPECT_NE(api->fusedAllreduce, nullptr);
   EXPECT_NE(api->groupDestroy, nullptr);
   EXPECT_NE(api->supports, nullptr);
   EXPECT_NE(api->allreduce, nullptr);
@@ -278,6 +280,52 @@ TEST_F(GpuPlugin, ExactRingAndTorusReturnTheInputForOneRank) {
   check(DType::kFloat32, 0.0f);
   check(DType::kFloat64, 0.0);
   check(DType::kInt32, int32_t{0});
+}
+
+// A fused bucket of many tensors of odd sizes, in place and not, ring and torus: on one rank
+// every recv must come back as its own send (the gather/scatter offsets and the in-place
+// allreduce of the bucket).
+TEST_F(GpuPlugin, FusedBucketReturnsEveryTensorForOneRank) {
+  void* group = makeGroup();
+  ASSERT_NE(group, nullptr);
+  constexpr size_t kTensors = 37;
+  std::vector<std::unique_ptr<DeviceArray>> sends, recvs;
+  std::vector<std::vector<float>> inputs;
+  std::vector<GpuFusedOp> ops;
+  for (size_t t = 0; t < kTensors; ++t) {
+    const size_t count = 1 + (t * 7919) % 5000;
+    inputs.push_back(integerValued<float>(count, static_cast<int>(t)));
+    sends.push_back(std::make_unique<DeviceArray>(count * sizeof(float)));
+    recvs.push_back(std::make_unique<DeviceArray>(count * sizeof(float)));
+    ASSERT_NE(sends.back()->get(), nullptr);
+    ASSERT_NE(recvs.back()->get(), nullptr);
+    const bool inPlace = t % 2 == 0;
+    ops.push_back({inPlace ? recvs.back()->get() : sends.back()->get(), recvs.back()->get(),
+                   count * sizeof(float)});
+  }
+  for (bool torus : {false, true}) {
+    SCOPED_TRACE(torus ? "torus" : "ring");
+    for (size_t t = 0; t < kTensors; ++t) {
+      ASSERT_TRUE(recvs[t]->poison());
+      ASSERT_TRUE((t % 2 == 0 ? *recvs[t] : *sends[t]).upload(inputs[t].data()));
+    }
+    GpuFusedCall call;
+    call.ops = ops.data();
+    call.opCount = ops.size();
+    call.dtype = DType::kFloat32;
+    call.op = RedOp::kSum;
+    call.torus = torus;
+    uint64_t wireBytes = 12345;
+    char why[512] = {};
+    ASSERT_TRUE(api_->fusedAllreduce(group, &call, &wireBytes, why, sizeof why)) << why;
+    EXPECT_EQ(wireBytes, 0u);
+    for (size_t t = 0; t < kTensors; ++t) {
+      std::vector<float> got(inputs[t].size());
+      ASSERT_TRUE(recvs[t]->download(got.data()));
+      EXPECT_EQ(std::memcmp(got.data(), inputs[t].data(), got.size() * sizeof(float)), 0)
+          << "tensor " << t;
+    }
+  }
 }
 
 TEST_F(GpuPlugin, TorusOnAGroupWithoutAGridFailsWithAReason) {

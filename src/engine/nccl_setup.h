@@ -1,0 +1,54 @@
+// The GPU side of a communicator's state, and the collective setup of its NCCL communicators.
+// Used by the blocking path (its CommState) and by each fusion thread (its own communicator and
+// its own NCCL group: two threads never share an NCCL communicator).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algo/torus_grid.h"
+#include "common/status.h"
+#include "engine/policy.h"
+#include "engine/staged_allreduce.h"
+#include "topo/topology.h"
+
+namespace gfshim {
+
+// The GPU side of a communicator (engine/gpu_route.h, engine/staged_allreduce.h).
+struct GpuCommState {
+  // Agreed at setup: some rank had the CUDA driver loaded, so engine calls agree on their route.
+  bool driverOnSomeRank = false;
+  std::vector<PciDevice> nodeGpus;  // hwloc's GPUs of this rank's node (NUMA placement)
+  StagingArea staging;
+  int stagingNumaNode = -1;
+  int stagingDevice = -1;  // the device stagingNumaNode belongs to
+  // The plugin's NCCL communicators (made at the first NCCL call, on `ncclDevice`).
+  void* ncclGroup = nullptr;
+  int ncclDevice = -1;
+  // Why NCCL cannot run on this communicator, agreed by all ranks; later calls stage.
+  std::string ncclUnusable;
+  bool warnedNoPath = false;
+
+  GpuCommState() = default;
+  GpuCommState(const GpuCommState&) = delete;
+  GpuCommState& operator=(const GpuCommState&) = delete;
+  ~GpuCommState();
+};
+
+// Collective over `comm` (the shim's private communicator whose ranks are `facts`), on a call
+// every rank agreed to run through NCCL: creates its NCCL communicators (world, torus row and
+// column of `grid`, which may be null) on `device` unless they exist. Returns ok with *ready
+// false, identically on every rank, when NCCL cannot run there (setup failed on some rank, two
+// ranks share a GPU): gpu.ncclUnusable then says why, and the caller stages the call instead. An
+// error is an MPI failure of the exchange itself.
+Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* grid,
+                       GpuCommState& gpu, int device, uint64_t residualCapBytes, bool* ready);
+
+// Collective over `comm`: whether any rank has the CUDA driver loaded (then GPU routes are
+// agreed per call).
+Status agreeDriverOnSomeRank(MPI_Comm comm, bool* anywhere);
+
+}  // namespace gfshim

@@ -71,7 +71,9 @@ struct CscRun {
   std::vector<Buffers> recv;                                 // [call][rank]
   std::vector<std::vector<std::vector<uint32_t>>> selected;  // [call][rank]
   std::vector<std::vector<CscOutcome>> outcomes;             // [call][rank]
-  std::vector<std::vector<bool>> residualZero;               // [call][rank], after the call
+  // [call][rank], after the call; char, not bool: ranks are threads, and vector<bool> packs
+  // neighbouring ranks into one word, so their writes raced
+  std::vector<std::vector<char>> residualZero;
   Buffers residual;                                          // [rank], after the last call
 };
 
@@ -83,7 +85,7 @@ CscRun runCsc(int p, size_t count, const CscParams& params, const std::vector<Bu
   run.recv.assign(calls, Buffers(ranks));
   run.selected.assign(calls, std::vector<std::vector<uint32_t>>(ranks));
   run.outcomes.assign(calls, std::vector<CscOutcome>(ranks));
-  run.residualZero.assign(calls, std::vector<bool>(ranks));
+  run.residualZero.assign(calls, std::vector<char>(ranks));
   run.residual.resize(ranks);
   FakeFabric fabric(p);
   const auto statuses = runRanks(fabric, [&](int rank, Transport& transport) -> Status {

@@ -205,7 +205,9 @@ void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionByt
   // Buffers per (rank, communicator, operation); ints and floats are both 4 bytes.
   std::vector<std::vector<std::vector<std::byte>>> send(loops), recv(loops);
   std::vector<Completions> completions(static_cast<size_t>(ranks));
-  std::vector<bool> finished(static_cast<size_t>(ranks), false);
+  // char, not bool: each application thread writes its own element (vector<bool> would pack them
+  // into one word and race)
+  std::vector<char> finished(static_cast<size_t>(ranks), 0);
   std::vector<std::thread> applications;
   for (int r = 0; r < ranks; ++r) {
     applications.emplace_back([&, r] {

@@ -185,6 +185,15 @@ BufferPlacement CudaDriver::placementOf(const void* pointer) const {
   return placement;
 }
 
+BufferPlacements CudaDriver::placementsOf(const CudaDriver* driver, const void* send,
+                                          const void* recv) {
+  BufferPlacements at;
+  if (driver == nullptr) return at;
+  at.recv = driver->placementOf(recv);
+  at.send = send == recv ? at.recv : driver->placementOf(send);
+  return at;
+}
+
 // Retained once per device and never released: the process keeps its primary contexts anyway.
 void* CudaDriver::primaryContextOf(int device) const {
   constexpr int kMaxDevices = 64;

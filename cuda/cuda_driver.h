@@ -30,6 +30,19 @@ struct BufferPlacement {
   bool primaryContext = false;  // `context` is the device's primary context (NCCL runs there)
 };
 
+// Where one call's send and receive buffers are (send == recv for MPI_IN_PLACE).
+struct BufferPlacements {
+  BufferPlacement send;
+  BufferPlacement recv;
+  bool anyDevice() const { return send.kind == MemKind::kDevice || recv.kind == MemKind::kDevice; }
+  // Both on one GPU in its primary context: what NCCL can reduce in place of the MPI (memory of
+  // a context the application made itself is staged).
+  bool ncclPlaceable() const {
+    return send.kind == MemKind::kDevice && recv.kind == MemKind::kDevice &&
+           send.device == recv.device && send.primaryContext && recv.primaryContext;
+  }
+};
+
 class CudaDriver {
  public:
   // The driver the process has loaded, or nullptr. Thread-safe.
@@ -40,6 +53,10 @@ class CudaDriver {
   // context for (stream-ordered allocations, cudaMallocAsync pools) gets its device's primary
   // context.
   BufferPlacement placementOf(const void* pointer) const;
+  // Both buffers of a call, asked once when they are the same buffer. All host when `driver` is
+  // null (a process without the driver holds no device memory).
+  static BufferPlacements placementsOf(const CudaDriver* driver, const void* send,
+                                       const void* recv);
 
   // The device's PCI bus id, "0000:07:00.0" (lower case, as hwloc writes it).
   Status pciBusId(int device, std::string* busId) const;

@@ -259,6 +259,15 @@ bool ncclTypeOf(DType dtype, ncclDataType_t* type) {
   }
 }
 
+bool ncclOpOf(RedOp op, ncclRedOp_t* nccl);
+
+// Both, or why not.
+Status ncclTypeAndOp(DType dtype, RedOp op, ncclDataType_t* type, ncclRedOp_t* nccl) {
+  if (ncclTypeOf(dtype, type) && ncclOpOf(op, nccl)) return Status::ok();
+  return Status::error(StatusCode::kUnsupported, std::string("NCCL does not reduce ") +
+                                                     dtypeName(dtype) + " with " + redOpName(op));
+}
+
 bool ncclOpOf(RedOp op, ncclRedOp_t* nccl) {
   switch (op) {
     case RedOp::kSum:
@@ -319,6 +328,8 @@ class NcclGroup {
   };
 
   Status ncclFailure(const char* what, const Comm& comm, ncclResult_t result);
+  // Whether a call may start: the group is not broken, and a torus call has a grid.
+  Status checkUsable(bool torus) const;
   Status connectParts();
   Status initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank);
   // Waits for the stream, watching every communicator for an asynchronous NCCL error.
@@ -393,6 +404,18 @@ Status NcclGroup::ncclFailure(const char* what, const Comm& comm, ncclResult_t r
     message += "; async error " + nccl_.errorString(asyncError);
   }
   return Status::error(StatusCode::kTransportError, message);
+}
+
+Status NcclGroup::checkUsable(bool torus) const {
+  if (broken_) {
+    return Status::error(StatusCode::kInternal,
+                         "an earlier call on this NCCL group failed after it started sending");
+  }
+  if (torus && row_.comm == nullptr) {
+    return Status::error(StatusCode::kInvalidArgument,
+                         "torus allreduce on a group made without a grid (rowSize 0)");
+  }
+  return Status::ok();
 }
 
 Status NcclGroup::initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank) {
@@ -550,11 +573,7 @@ Status NcclGroup::enqueueDenseLossy(const GpuCall& call, const float* send, floa
 Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
   ncclDataType_t type;
   ncclRedOp_t op;
-  if (!ncclTypeOf(call.dtype, &type) || !ncclOpOf(call.op, &op)) {
-    return Status::error(StatusCode::kUnsupported, std::string("NCCL does not reduce ") +
-                                                       dtypeName(call.dtype) + " with " +
-                                                       redOpName(call.op));
-  }
+  GFSHIM_RETURN_IF_ERROR(ncclTypeAndOp(call.dtype, call.op, &type, &op));
   broken_ = true;  // until the call completes: see the top of the file
   GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(call.send, call.recv, call.count, type,
                                           dtypeBytes(call.dtype), op, call.torus,
@@ -565,21 +584,10 @@ Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
 }
 
 Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes) {
-  if (broken_) {
-    return Status::error(StatusCode::kInternal,
-                         "an earlier call on this NCCL group failed after it started sending");
-  }
+  GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus));
   ncclDataType_t type;
   ncclRedOp_t op;
-  if (!ncclTypeOf(call.dtype, &type) || !ncclOpOf(call.op, &op)) {
-    return Status::error(StatusCode::kUnsupported, std::string("NCCL does not reduce ") +
-                                                       dtypeName(call.dtype) + " with " +
-                                                       redOpName(call.op));
-  }
-  if (call.torus && row_.comm == nullptr) {
-    return Status::error(StatusCode::kInvalidArgument,
-                         "torus allreduce on a group made without a grid (rowSize 0)");
-  }
+  GFSHIM_RETURN_IF_ERROR(ncclTypeAndOp(call.dtype, call.op, &type, &op));
   // Both tables in one host vector: [0, n) gathers from the sends, [n, 2n) scatters to the recvs.
   const size_t n = call.opCount;
   slices_.resize(2 * n);
@@ -738,20 +746,13 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
 }
 
 Status NcclGroup::allreduce(const GpuCall& call, GpuCallRecord* record) {
-  if (broken_) {
-    return Status::error(StatusCode::kInternal,
-                         "an earlier call on this NCCL group failed after it started sending");
-  }
+  GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus && call.count > 0));
   if (call.count == 0) return Status::ok();
   if (call.send == nullptr || call.recv == nullptr) {
     return Status::error(StatusCode::kInvalidArgument, "null buffer with a non-zero count");
   }
   if (call.count > std::numeric_limits<size_t>::max() / 16) {
     return Status::error(StatusCode::kInvalidArgument, "element count too large");
-  }
-  if (call.torus && row_.comm == nullptr) {
-    return Status::error(StatusCode::kInvalidArgument,
-                         "torus allreduce on a group made without a grid (rowSize 0)");
   }
   const bool lossy = call.codec != WireCodec::kNone || call.cscDensity > 0;
   if (!lossy) return runExact(call, record);

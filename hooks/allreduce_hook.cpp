@@ -119,11 +119,7 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
 void warnIfDevicePointerToMpi(Runtime& rt, const TypedArgs& a, const CallInfo& call) {
   const CudaDriver* driver = CudaDriver::inProcess();
   if (driver == nullptr || !call.dtype || call.count <= 0) return;
-  const void* source = call.inPlace ? a.recv : a.send;
-  if (driver->placementOf(a.recv).kind == MemKind::kHost &&
-      driver->placementOf(source).kind == MemKind::kHost) {
-    return;
-  }
+  if (!CudaDriver::placementsOf(driver, call.inPlace ? a.recv : a.send, a.recv).anyDevice()) return;
   rt.stats.recordGpu(kGpuToMpi, call.bytes());
   static std::atomic<bool> told{false};
   if (!told.exchange(true)) {
@@ -277,10 +273,7 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
   }
   op.mpiDatatype = a.dtype;
   op.mpiOp = a.op;
-  if (const CudaDriver* driver = CudaDriver::inProcess(); driver != nullptr && !op.native) {
-    op.recvAt = driver->placementOf(op.recv);
-    op.sendAt = op.send == op.recv ? op.recvAt : driver->placementOf(op.send);
-  }
+  if (!op.native) op.at = CudaDriver::placementsOf(CudaDriver::inProcess(), op.send, op.recv);
   GFSHIM_TRACE(kPolicy, "iallreduce count=%lld -> fusion queue%s", static_cast<long long>(a.count),
                op.native ? " (reduced by PMPI_Allreduce)" : "");
   status = state->fusion->enqueue(op, a.request);

@@ -14,42 +14,19 @@
 namespace gfshim::hooks {
 namespace {
 
-struct Placements {
-  BufferPlacement send;
-  BufferPlacement recv;
-  bool anyDevice() const { return send.kind == MemKind::kDevice || recv.kind == MemKind::kDevice; }
-  bool oneGpu() const {
-    return send.kind == MemKind::kDevice && recv.kind == MemKind::kDevice &&
-           send.device == recv.device;
-  }
-};
-
-Placements placementsOf(const CudaDriver* driver, const void* send, const void* recv) {
-  Placements at;
-  if (driver == nullptr) return at;
-  at.recv = driver->placementOf(recv);
-  at.send = send == recv ? at.recv : driver->placementOf(send);
-  return at;
-}
-
 bool ncclReadyFor(const Runtime& rt, const CommState& state, const CallInfo& call,
-                  const Placements& at) {
-  // NCCL runs in the device's primary context: memory of a context the application made itself
-  // is staged.
-  if (!rt.settings.nccl || !at.oneGpu() || !at.recv.primaryContext || !at.send.primaryContext ||
-      !state.gpu.ncclUnusable.empty()) {
-    return false;
-  }
-  if (state.gpu.ncclGroup != nullptr && state.gpu.ncclDevice != at.recv.device) return false;
+                  const BufferPlacements& at) {
+  if (!at.ncclPlaceable()) return false;
   std::string why;
-  if (!GpuPlugin::usableOn(at.recv.device, &why)) {
+  const bool usable =
+      ncclUsableOn(rt.settings.nccl, state.gpu, at.recv.device, *call.dtype, *call.op, &why);
+  if (!why.empty()) {
     static std::atomic<bool> told{false};
     if (!told.exchange(true)) {
       GFSHIM_INFO(kEngine, "GPU buffers are staged through host memory: %s", why.c_str());
     }
-    return false;
   }
-  return GpuPlugin::load(nullptr)->supports(*call.dtype, *call.op);
+  return usable;
 }
 
 // The NUMA node of `device` from hwloc's view of the node (matched by PCI bus id); -1 unknown.
@@ -110,7 +87,7 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
                           const void* send, void* recv, const BlockReduce& hostReduce,
                           GpuRoute* route) {
   const CudaDriver* driver = CudaDriver::inProcess();
-  const Placements at = placementsOf(driver, send, recv);
+  const BufferPlacements at = CudaDriver::placementsOf(driver, send, recv);
   const size_t count = static_cast<size_t>(call.count);
   *route = at.anyDevice() ? GpuRoute::kStaged : GpuRoute::kHost;
   size_t blockElements = count;  // one block: the same wire pattern as a host call
@@ -166,7 +143,7 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
       state.gpu.stagingNumaNode = numaNodeOf(*driver, state.gpu, device);
     }
   }
-  const StagedCall staged{send, recv, at.send, at.recv, count, dtypeBytes(*call.dtype)};
+  const StagedCall staged{send, recv, at, count, dtypeBytes(*call.dtype)};
   return runStagedAllreduce(driver, state.gpu.staging, state.gpu.stagingNumaNode, staged,
                             blockElements, hostReduce);
 }
@@ -178,7 +155,7 @@ int stagedPassthrough(Runtime& rt, const CallInfo& call, const void* send, void*
   *copyError = Status::ok();
   const CudaDriver* driver = CudaDriver::inProcess();
   const void* source = call.inPlace ? recv : send;
-  const Placements at = placementsOf(driver, source, recv);
+  const BufferPlacements at = CudaDriver::placementsOf(driver, source, recv);
   if (!at.anyDevice()) return MPI_SUCCESS;
   const size_t bytes = call.bytes();
   if (!rt.settings.gpuStaging) {

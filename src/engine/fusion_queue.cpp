@@ -234,42 +234,33 @@ void FusionQueue::took(std::vector<PendingOp>& taken) {
 }
 
 Status FusionQueue::packOperation(const PendingOp& op, std::byte* packed) {
-  if (op.sendAt.kind == MemKind::kHost) {
+  if (op.at.send.kind == MemKind::kHost) {
     std::memcpy(packed, op.send, op.bytes());
     return Status::ok();
   }
   stats_->recordGpu(kGpuFused, op.bytes());
-  return CudaDriver::inProcess()->copyToHost(op.sendAt.context, packed, op.send, op.bytes());
+  return CudaDriver::inProcess()->copyToHost(op.at.send.context, packed, op.send, op.bytes());
 }
 
 Status FusionQueue::unpackOperation(const PendingOp& op, const std::byte* packed) {
-  if (op.recvAt.kind == MemKind::kHost) {
+  if (op.at.recv.kind == MemKind::kHost) {
     std::memcpy(op.recv, packed, op.bytes());
     return Status::ok();
   }
-  if (op.sendAt.kind == MemKind::kHost) stats_->recordGpu(kGpuFused, op.bytes());
-  return CudaDriver::inProcess()->copyToDevice(op.recvAt.context, op.recv, packed, op.bytes());
+  if (op.at.send.kind == MemKind::kHost) stats_->recordGpu(kGpuFused, op.bytes());
+  return CudaDriver::inProcess()->copyToDevice(op.at.recv.context, op.recv, packed, op.bytes());
 }
 
 Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket, const Plan& plan,
                                 bool* done) {
   *done = false;
-  int device = -1;
-  bool ready = settings_.settings.nccl && gpu_.ncclUnusable.empty();
-  for (size_t index : bucket.ops) {
-    const PendingOp& op = run[index];
-    const bool oneGpu = op.sendAt.kind == MemKind::kDevice && op.recvAt.kind == MemKind::kDevice &&
-                        op.sendAt.device == op.recvAt.device && op.sendAt.primaryContext &&
-                        op.recvAt.primaryContext;
-    if (!oneGpu || (device >= 0 && device != op.recvAt.device)) {
-      ready = false;
-      break;
-    }
-    device = op.recvAt.device;
-  }
-  if (ready && gpu_.ncclGroup != nullptr && gpu_.ncclDevice != device) ready = false;
-  if (ready && !GpuPlugin::usableOn(device, nullptr)) ready = false;
-  if (ready && !GpuPlugin::load(nullptr)->supports(bucket.dtype, bucket.op)) ready = false;
+  // Every operation NCCL-placeable, all on one device.
+  const int device = run[bucket.ops.front()].at.recv.device;
+  bool ready = std::all_of(bucket.ops.begin(), bucket.ops.end(), [&](size_t index) {
+    return run[index].at.ncclPlaceable() && run[index].at.recv.device == device;
+  });
+  ready = ready &&
+          ncclUsableOn(settings_.settings.nccl, gpu_, device, bucket.dtype, bucket.op, nullptr);
   int mine = ready ? 1 : 0, everywhere = 0;
   const int rc = PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm_);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (fused GPU route agreement)", rc);
@@ -308,7 +299,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   const PendingOp& first = run[bucket.ops.front()];
   // A lone host operation is reduced in the user's buffers; device operations always go through
   // the packed host buffer.
-  const bool single = bucket.ops.size() == 1 && !first.onDevice();
+  const bool single = bucket.ops.size() == 1 && !first.at.anyDevice();
   std::byte* packed = nullptr;
   if (!single) {
     packed = packed_.reserve(bucket.bytes);

@@ -104,11 +104,7 @@ struct PendingOp {
   uint64_t id = 0;  // for the timeline
   // Where the buffers are (cuda/cuda_driver.h): device buffers are packed and unpacked with the
   // driver's copies, so a bucket always reduces host memory (the wire pattern is the host one).
-  BufferPlacement sendAt;
-  BufferPlacement recvAt;
-  bool onDevice() const {
-    return sendAt.kind == MemKind::kDevice || recvAt.kind == MemKind::kDevice;
-  }
+  BufferPlacements at;
   size_t bytes() const { return static_cast<size_t>(count) * dtypeBytes(dtype); }  // not native
 };
 

@@ -16,6 +16,13 @@ GpuCommState::~GpuCommState() {
   if (const GpuPluginApi* api = GpuPlugin::load(nullptr)) api->groupDestroy(ncclGroup);
 }
 
+bool ncclUsableOn(bool ncclEnabled, const GpuCommState& gpu, int device, DType dtype, RedOp op,
+                  std::string* why) {
+  if (!ncclEnabled || !gpu.ncclUnusable.empty()) return false;
+  if (gpu.ncclGroup != nullptr && gpu.ncclDevice != device) return false;
+  return GpuPlugin::usableOn(device, why) && GpuPlugin::load(nullptr)->supports(dtype, op);
+}
+
 Status agreeDriverOnSomeRank(MPI_Comm comm, bool* anywhere) {
   int here = CudaDriver::inProcess() != nullptr ? 1 : 0, any = 0;
   const int rc = PMPI_Allreduce(&here, &any, 1, MPI_INT, MPI_MAX, comm);

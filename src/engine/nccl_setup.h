@@ -38,6 +38,13 @@ struct GpuCommState {
   ~GpuCommState();
 };
 
+// This rank's side of the NCCL vote for a call whose buffers are all NCCL-placeable on `device`
+// (BufferPlacements::ncclPlaceable): NCCL on (GFSHIM_NCCL), not found unusable on this
+// communicator, its group (if any) on the same device, the plugin usable there (else *why says
+// why, when given), and NCCL reducing (dtype, op). Local; the caller agrees on it.
+bool ncclUsableOn(bool ncclEnabled, const GpuCommState& gpu, int device, DType dtype, RedOp op,
+                  std::string* why);
+
 // Collective over `comm` (the shim's private communicator whose ranks are `facts`), on a call
 // every rank agreed to run through NCCL: creates its NCCL communicators (world, torus row and
 // column of `grid`, which may be null) on `device` unless they exist. Returns ok with *ready

@@ -90,8 +90,8 @@ Status runStagedAllreduce(const CudaDriver* driver, StagingArea& area, int numaN
                           const StagedCall& call, size_t blockElements, const BlockReduce& reduce) {
   if (call.count == 0) return Status::ok();
   blockElements = std::max<size_t>(1, std::min(blockElements, call.count));
-  const bool sendOnDevice = call.sendAt.kind == MemKind::kDevice;
-  const bool recvOnDevice = call.recvAt.kind == MemKind::kDevice;
+  const bool sendOnDevice = call.at.send.kind == MemKind::kDevice;
+  const bool recvOnDevice = call.at.recv.kind == MemKind::kDevice;
   const size_t blocks = (call.count + blockElements - 1) / blockElements;
   const auto firstOf = [&](size_t block) { return block * blockElements; };
   const auto elementsOf = [&](size_t block) {
@@ -112,7 +112,7 @@ Status runStagedAllreduce(const CudaDriver* driver, StagingArea& area, int numaN
   if (driver == nullptr) {
     return Status::error(StatusCode::kInternal, "a device buffer without the CUDA driver");
   }
-  void* context = sendOnDevice ? call.sendAt.context : call.recvAt.context;
+  void* context = sendOnDevice ? call.at.send.context : call.at.recv.context;
   Status local = area.prepare(*driver, context, blocks > 1 ? 2 : 1,
                               blockElements * call.elementBytes, numaNode);
   if (!local.isOk()) {

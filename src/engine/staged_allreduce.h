@@ -64,8 +64,7 @@ class StagingArea {
 struct StagedCall {
   const void* send = nullptr;
   void* recv = nullptr;
-  BufferPlacement sendAt;
-  BufferPlacement recvAt;
+  BufferPlacements at;
   size_t count = 0;
   size_t elementBytes = 0;
 };

@@ -7,14 +7,18 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/log.h"
 #include "cuda/cuda_driver.h"
+#include "engine/call_check.h"
 #include "engine/execute.h"
 #include "engine/policy.h"
 #include "hooks/gpu_allreduce.h"
 #include "hooks/hook_api.h"
 #include "hooks/mpi_handles.h"
+#include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
 
 namespace gfshim::hooks {
@@ -42,18 +46,38 @@ TypedArgs typed(const RawAllreduceArgs& raw) {
           raw.variant};
 }
 
-int callPmpi(const TypedArgs& a) {
+// Where a call goes that the shim does not run itself: to PMPI (the shim's own nested calls,
+// never seen by another tool) or to the next definition of the same MPI_* function (the
+// application's pass-through calls, which a PMPI tool preloaded after the shim must see).
+enum class Target { kPmpi, kNext };
+
+#ifdef GFSHIM_HAVE_BIGCOUNT
+GFSHIM_NEXT_MPI(Allreduce_c);
+GFSHIM_NEXT_MPI(Iallreduce_c);
+#endif
+GFSHIM_NEXT_MPI(Allreduce);
+GFSHIM_NEXT_MPI(Iallreduce);
+
+int callMpi(const TypedArgs& a, Target target) {
+  const bool next = target == Target::kNext;
   switch (a.variant) {
-    case AllreduceVariant::kBlocking:
-      return PMPI_Allreduce(a.send, a.recv, static_cast<int>(a.count), a.dtype, a.op, a.comm);
-    case AllreduceVariant::kNonblocking:
-      return PMPI_Iallreduce(a.send, a.recv, static_cast<int>(a.count), a.dtype, a.op, a.comm,
-                             a.request);
+    case AllreduceVariant::kBlocking: {
+      const int count = static_cast<int>(a.count);
+      return next ? nextAllreduce(a.send, a.recv, count, a.dtype, a.op, a.comm)
+                  : PMPI_Allreduce(a.send, a.recv, count, a.dtype, a.op, a.comm);
+    }
+    case AllreduceVariant::kNonblocking: {
+      const int count = static_cast<int>(a.count);
+      return next ? nextIallreduce(a.send, a.recv, count, a.dtype, a.op, a.comm, a.request)
+                  : PMPI_Iallreduce(a.send, a.recv, count, a.dtype, a.op, a.comm, a.request);
+    }
 #ifdef GFSHIM_HAVE_BIGCOUNT
     case AllreduceVariant::kBlockingBigCount:
-      return PMPI_Allreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm);
+      return next ? nextAllreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm)
+                  : PMPI_Allreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm);
     case AllreduceVariant::kNonblockingBigCount:
-      return PMPI_Iallreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm, a.request);
+      return next ? nextIallreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm, a.request)
+                  : PMPI_Iallreduce_c(a.send, a.recv, a.count, a.dtype, a.op, a.comm, a.request);
 #else
     default:
       break;
@@ -62,12 +86,15 @@ int callPmpi(const TypedArgs& a) {
   return MPI_ERR_INTERN;
 }
 
+// The application's call, passed through.
+int callNext(const TypedArgs& a) { return callMpi(a, Target::kNext); }
+
 // The same call on host copies of its buffers (a pass-through staged around the MPI call).
-int callPmpiOnHost(const void* context, const void* send, void* recv) {
+int callNextOnHost(const void* context, const void* send, void* recv) {
   TypedArgs host = *static_cast<const TypedArgs*>(context);
   host.send = send;
   host.recv = recv;
-  return callPmpi(host);
+  return callNext(host);
 }
 
 CallInfo describeCall(const TypedArgs& a) {
@@ -85,7 +112,9 @@ CallInfo describeCall(const TypedArgs& a) {
 }
 
 // An error after the engine started: hand it to the application's error handler on its
-// communicator, as the MPI would for its own failure.
+// communicator, as the MPI would for its own failure. The code carries the shim's text
+// ("libgfshim: allreduce failed: PMPI_Isend: ...") in the class of the MPI's original error
+// (MPI_ERR_INTERN or MPI_ERR_NO_MEM for the shim's own failures).
 int reportError(MPI_Comm comm, const Status& status) {
   int code = MPI_ERR_INTERN;
   if (status.code() == StatusCode::kTransportError && status.mpiError() != MPI_SUCCESS) {
@@ -94,6 +123,7 @@ int reportError(MPI_Comm comm, const Status& status) {
     code = MPI_ERR_NO_MEM;
   }
   GFSHIM_WARN(kEngine, "allreduce failed: %s", status.message().c_str());
+  code = readableErrorCode(code, "libgfshim: allreduce failed: " + status.message());
   PMPI_Comm_call_errhandler(comm, code);
   return code;
 }
@@ -137,14 +167,14 @@ int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason re
   if (mayStagePassthrough(call, reason)) {
     bool staged = false;
     Status copyError;
-    const int rc = stagedPassthrough(rt, call, a.send, a.recv, MPI_IN_PLACE, callPmpiOnHost, &a,
+    const int rc = stagedPassthrough(rt, call, a.send, a.recv, MPI_IN_PLACE, callNextOnHost, &a,
                                      &staged, &copyError);
     if (!copyError.isOk()) return reportError(a.comm, copyError);
     if (staged) return rc;
   } else if (call.nonblocking || reason == Reason::kInterComm || reason == Reason::kSpansWorlds) {
     warnIfDevicePointerToMpi(rt, a, call);
   }
-  return callPmpi(a);
+  return callNext(a);
 }
 
 // The start both engine paths share: the communicator's state and the plan on it. Returns true
@@ -189,6 +219,11 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   plan = chooseAlgorithm(plan, state->facts, rt.settings, *call.dtype, *call.op, call.bytes());
   logPlanOnce(*state, call, plan);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+  if (rt.settings.checkCalls) {
+    // A mismatch is reported on every rank before any transfer; the state stays usable.
+    status = agreeOnCall(state->privateComm, {call.count, *call.dtype, *call.op});
+    if (!status.isOk()) return reportError(a.comm, status);
+  }
 
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
                reasonText(plan.reason));
@@ -222,7 +257,7 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   if (status.isOk() && route == GpuRoute::kPassthrough) {
     rt.stats.record(Reason::kGpuNoPath, call.bytes(), 0, 0);
     rt.stats.recordGpu(kGpuToMpi, call.bytes());
-    return callPmpi(a);
+    return callNext(a);
   }
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
@@ -302,7 +337,8 @@ int routeAllreduce(Runtime& rt, const TypedArgs& a) {
 int allreduceHook(const RawAllreduceArgs& raw) noexcept {
   const TypedArgs a = typed(raw);
   Runtime& rt = runtime();
-  if (!rt.active.load(std::memory_order_acquire) || ReentryGuard::inside()) return callPmpi(a);
+  if (ReentryGuard::inside()) return callMpi(a, Target::kPmpi);
+  if (!rt.active.load(std::memory_order_acquire)) return callNext(a);
   ReentryGuard guard;
   try {
     return routeAllreduce(rt, a);

@@ -1,8 +1,9 @@
 // The exported MPI symbols: one-line forwards, nothing else. This file deliberately does not
-// include mpi.h (see hook_api.h): it declares the PMPI entry points it forwards to with raw
-// handle types, which is ABI-compatible with both Open MPI and MPICH on x86-64 and aarch64
+// include mpi.h (see hook_api.h): it declares the PMPI entry points (the fallbacks of the next
+// MPI_* definitions it forwards to, next_mpi.h) with raw handle types, which is ABI-compatible with both Open MPI and MPICH on x86-64 and aarch64
 // (handles travel in 64-bit registers; the callee reads the width it expects).
 #include "hooks/hook_api.h"
+#include "hooks/next_mpi.h"
 
 using gfshim::hooks::AllreduceVariant;
 using gfshim::hooks::RawAllreduceArgs;
@@ -32,28 +33,52 @@ int PMPI_Testsome(int, void*, int*, int*, void*);
 
 #define GFSHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
+// Where each forward goes: the next definition of the same MPI_* symbol (a PMPI tool preloaded
+// after the shim, else the MPI itself), see next_mpi.h.
+namespace {
+GFSHIM_NEXT_MPI(Allreduce);
+GFSHIM_NEXT_MPI(Iallreduce);
+GFSHIM_NEXT_MPI(Init);
+GFSHIM_NEXT_MPI(Init_thread);
+GFSHIM_NEXT_MPI(Finalize);
+GFSHIM_NEXT_MPI(Query_thread);
+GFSHIM_NEXT_MPI(Comm_dup);
+GFSHIM_NEXT_MPI(Comm_split);
+GFSHIM_NEXT_MPI(Comm_split_type);
+GFSHIM_NEXT_MPI(Comm_create);
+GFSHIM_NEXT_MPI(Comm_create_group);
+GFSHIM_NEXT_MPI(Wait);
+GFSHIM_NEXT_MPI(Waitall);
+GFSHIM_NEXT_MPI(Waitany);
+GFSHIM_NEXT_MPI(Waitsome);
+GFSHIM_NEXT_MPI(Test);
+GFSHIM_NEXT_MPI(Testall);
+GFSHIM_NEXT_MPI(Testany);
+GFSHIM_NEXT_MPI(Testsome);
+}  // namespace
+
 GFSHIM_EXPORT int MPI_Init(int* argc, char*** argv) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Init(argc, argv) : gfshim::hooks::initHook(argc, argv);
+  return gfshim::hooks::foreignMpi() ? nextInit(argc, argv) : gfshim::hooks::initHook(argc, argv);
 }
 
 GFSHIM_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   return gfshim::hooks::foreignMpi()
-             ? PMPI_Init_thread(argc, argv, required, provided)
+             ? nextInit_thread(argc, argv, required, provided)
              : gfshim::hooks::initThreadHook(argc, argv, required, provided);
 }
 
 GFSHIM_EXPORT int MPI_Finalize(void) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Finalize() : gfshim::hooks::finalizeHook();
+  return gfshim::hooks::foreignMpi() ? nextFinalize() : gfshim::hooks::finalizeHook();
 }
 
 GFSHIM_EXPORT int MPI_Query_thread(int* provided) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Query_thread(provided)
+  return gfshim::hooks::foreignMpi() ? nextQuery_thread(provided)
                                      : gfshim::hooks::queryThreadHook(provided);
 }
 
 GFSHIM_EXPORT int MPI_Allreduce(const void* send, void* recv, int count, RawHandle dtype,
                                 RawHandle op, RawHandle comm) {
-  if (gfshim::hooks::foreignMpi()) return PMPI_Allreduce(send, recv, count, dtype, op, comm);
+  if (gfshim::hooks::foreignMpi()) return nextAllreduce(send, recv, count, dtype, op, comm);
   return gfshim::hooks::allreduceHook(
       {send, recv, count, dtype, op, comm, nullptr, AllreduceVariant::kBlocking});
 }
@@ -61,76 +86,76 @@ GFSHIM_EXPORT int MPI_Allreduce(const void* send, void* recv, int count, RawHand
 GFSHIM_EXPORT int MPI_Iallreduce(const void* send, void* recv, int count, RawHandle dtype,
                                  RawHandle op, RawHandle comm, void* request) {
   if (gfshim::hooks::foreignMpi())
-    return PMPI_Iallreduce(send, recv, count, dtype, op, comm, request);
+    return nextIallreduce(send, recv, count, dtype, op, comm, request);
   return gfshim::hooks::allreduceHook(
       {send, recv, count, dtype, op, comm, request, AllreduceVariant::kNonblocking});
 }
 
 GFSHIM_EXPORT int MPI_Comm_dup(RawHandle comm, void* newcomm) {
-  const int rc = PMPI_Comm_dup(comm, newcomm);
+  const int rc = nextComm_dup(comm, newcomm);
   return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
 }
 
 GFSHIM_EXPORT int MPI_Comm_split(RawHandle comm, int color, int key, void* newcomm) {
-  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  const int rc = nextComm_split(comm, color, key, newcomm);
   return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
 }
 
 GFSHIM_EXPORT int MPI_Comm_split_type(RawHandle comm, int type, int key, RawHandle info,
                                       void* newcomm) {
-  const int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+  const int rc = nextComm_split_type(comm, type, key, info, newcomm);
   return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
 }
 
 GFSHIM_EXPORT int MPI_Comm_create(RawHandle comm, RawHandle group, void* newcomm) {
-  const int rc = PMPI_Comm_create(comm, group, newcomm);
+  const int rc = nextComm_create(comm, group, newcomm);
   return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
 }
 
 GFSHIM_EXPORT int MPI_Comm_create_group(RawHandle comm, RawHandle group, int tag, void* newcomm) {
-  const int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+  const int rc = nextComm_create_group(comm, group, tag, newcomm);
   return gfshim::hooks::foreignMpi() ? rc : gfshim::hooks::commCreatedHook(rc, newcomm);
 }
 
 GFSHIM_EXPORT int MPI_Wait(void* request, void* status) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Wait(request, status)
+  return gfshim::hooks::foreignMpi() ? nextWait(request, status)
                                      : gfshim::hooks::waitHook(request, status);
 }
 
 GFSHIM_EXPORT int MPI_Waitall(int count, void* requests, void* statuses) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Waitall(count, requests, statuses)
+  return gfshim::hooks::foreignMpi() ? nextWaitall(count, requests, statuses)
                                      : gfshim::hooks::waitallHook(count, requests, statuses);
 }
 
 GFSHIM_EXPORT int MPI_Waitany(int count, void* requests, int* index, void* status) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Waitany(count, requests, index, status)
+  return gfshim::hooks::foreignMpi() ? nextWaitany(count, requests, index, status)
                                      : gfshim::hooks::waitanyHook(count, requests, index, status);
 }
 
 GFSHIM_EXPORT int MPI_Waitsome(int count, void* requests, int* outcount, int* indices,
                                void* statuses) {
-  if (gfshim::hooks::foreignMpi()) return PMPI_Waitsome(count, requests, outcount, indices, statuses);
+  if (gfshim::hooks::foreignMpi()) return nextWaitsome(count, requests, outcount, indices, statuses);
   return gfshim::hooks::waitsomeHook(count, requests, outcount, indices, statuses);
 }
 
 GFSHIM_EXPORT int MPI_Test(void* request, int* flag, void* status) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Test(request, flag, status)
+  return gfshim::hooks::foreignMpi() ? nextTest(request, flag, status)
                                      : gfshim::hooks::testHook(request, flag, status);
 }
 
 GFSHIM_EXPORT int MPI_Testall(int count, void* requests, int* flag, void* statuses) {
-  return gfshim::hooks::foreignMpi() ? PMPI_Testall(count, requests, flag, statuses)
+  return gfshim::hooks::foreignMpi() ? nextTestall(count, requests, flag, statuses)
                                      : gfshim::hooks::testallHook(count, requests, flag, statuses);
 }
 
 GFSHIM_EXPORT int MPI_Testany(int count, void* requests, int* index, int* flag, void* status) {
-  if (gfshim::hooks::foreignMpi()) return PMPI_Testany(count, requests, index, flag, status);
+  if (gfshim::hooks::foreignMpi()) return nextTestany(count, requests, index, flag, status);
   return gfshim::hooks::testanyHook(count, requests, index, flag, status);
 }
 
 GFSHIM_EXPORT int MPI_Testsome(int count, void* requests, int* outcount, int* indices,
                                void* statuses) {
-  if (gfshim::hooks::foreignMpi()) return PMPI_Testsome(count, requests, outcount, indices, statuses);
+  if (gfshim::hooks::foreignMpi()) return nextTestsome(count, requests, outcount, indices, statuses);
   return gfshim::hooks::testsomeHook(count, requests, outcount, indices, statuses);
 }
 
@@ -140,9 +165,14 @@ int PMPI_Allreduce_c(const void*, void*, long long, RawHandle, RawHandle, RawHan
 int PMPI_Iallreduce_c(const void*, void*, long long, RawHandle, RawHandle, RawHandle, void*);
 }
 
+namespace {
+GFSHIM_NEXT_MPI(Allreduce_c);
+GFSHIM_NEXT_MPI(Iallreduce_c);
+}  // namespace
+
 GFSHIM_EXPORT int MPI_Allreduce_c(const void* send, void* recv, long long count, RawHandle dtype,
                                   RawHandle op, RawHandle comm) {
-  if (gfshim::hooks::foreignMpi()) return PMPI_Allreduce_c(send, recv, count, dtype, op, comm);
+  if (gfshim::hooks::foreignMpi()) return nextAllreduce_c(send, recv, count, dtype, op, comm);
   return gfshim::hooks::allreduceHook(
       {send, recv, count, dtype, op, comm, nullptr, AllreduceVariant::kBlockingBigCount});
 }
@@ -150,7 +180,7 @@ GFSHIM_EXPORT int MPI_Allreduce_c(const void* send, void* recv, long long count,
 GFSHIM_EXPORT int MPI_Iallreduce_c(const void* send, void* recv, long long count, RawHandle dtype,
                                    RawHandle op, RawHandle comm, void* request) {
   if (gfshim::hooks::foreignMpi()) {
-    return PMPI_Iallreduce_c(send, recv, count, dtype, op, comm, request);
+    return nextIallreduce_c(send, recv, count, dtype, op, comm, request);
   }
   return gfshim::hooks::allreduceHook(
       {send, recv, count, dtype, op, comm, request, AllreduceVariant::kNonblockingBigCount});

@@ -19,7 +19,7 @@ bool ncclReadyFor(const Runtime& rt, const CommState& state, const CallInfo& cal
   if (!at.ncclPlaceable()) return false;
   std::string why;
   const bool usable =
-      ncclUsableOn(rt.settings.nccl, state.gpu, at.recv.device, *call.dtype, *call.op, &why);
+      ncclUsableOn(rt.settings, state.gpu, at.recv.device, *call.dtype, *call.op, &why);
   if (!why.empty()) {
     static std::atomic<bool> told{false};
     if (!told.exchange(true)) {

@@ -11,6 +11,7 @@
 // worlds are passed through, see CommFacts::spansWorlds). Agreeing per communicator at its first
 // eligible call could not work: a rank whose GFSHIM_MIN_BYTES differs would not even enter the
 // shim for that call, and the agreement collective would hang.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -19,7 +20,9 @@
 
 #include "common/log.h"
 #include "topo/detect.h"
+#include "transport/stall_inspector.h"
 #include "hooks/hook_api.h"
+#include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
 #include "version.h"
 
@@ -31,7 +34,50 @@ Runtime* const gRuntime = new Runtime();  // never destroyed: hooks may run duri
 std::atomic<int> gFlavourCheck{kUnchecked};
 }  // namespace detail
 
+void* detail::findNextDefinition(const char* name) noexcept { return dlsym(RTLD_NEXT, name); }
+
 namespace {
+
+// The application's MPI_Init*, MPI_Finalize and MPI_Query_thread reach the next definition (a PMPI
+// tool preloaded after the shim sees them; see next_mpi.h).
+GFSHIM_NEXT_MPI(Init);
+GFSHIM_NEXT_MPI(Init_thread);
+GFSHIM_NEXT_MPI(Finalize);
+GFSHIM_NEXT_MPI(Query_thread);
+
+// The unsupported order: another object defines the hooked MPI_* functions ahead of libgfshim.so
+// (it comes earlier in LD_PRELOAD, or the program itself is linked to a PMPI tool). Its wrappers
+// then call PMPI_* directly and the shim never sees those calls, not even MPI_Init, so this check
+// cannot wait for the init hook: it runs as the shim is loaded, when every preloaded library and
+// the program are already mapped (a library dlopened later cannot be ahead of a preloaded one).
+// dlsym(RTLD_DEFAULT) returns the first definition in search order; dladdr names its object.
+// A non-PIE program that takes a function's address holds a PLT stub, not a definition: dladdr
+// finds no symbol of that name there, so only real definitions count.
+__attribute__((constructor)) void warnIfAnotherToolComesFirst() {
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&warnIfAnotherToolComesFirst), &self) == 0) return;
+  static const char* const kHooked[] = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize",
+                                        "MPI_Allreduce", "MPI_Iallreduce"};
+  std::string owner;
+  std::string shadowed;
+  for (const char* name : kHooked) {
+    void* first = dlsym(RTLD_DEFAULT, name);
+    Dl_info info{};
+    if (first == nullptr || dladdr(first, &info) == 0 || info.dli_fbase == self.dli_fbase) continue;
+    if (info.dli_sname == nullptr || std::strstr(info.dli_sname, name) == nullptr) continue;
+    if (owner.empty()) {
+      owner = info.dli_fname != nullptr && info.dli_fname[0] != '\0' ? info.dli_fname
+                                                                      : "the program itself";
+    }
+    shadowed += shadowed.empty() ? name : std::string(", ") + name;
+  }
+  if (shadowed.empty()) return;
+  GFSHIM_WARN(kInit,
+              "%s defines %s ahead of libgfshim.so: its wrappers call PMPI_* directly, so "
+              "those calls bypass the shim and every allreduce runs natively. Put libgfshim.so "
+              "first in LD_PRELOAD (LD_PRELOAD=%s:%s)",
+              owner.c_str(), shadowed.c_str(), self.dli_fname, owner.c_str());
+}
 
 #if defined(OPEN_MPI)
 constexpr const char* kBuiltFor = "Open MPI";
@@ -161,6 +207,7 @@ void startRuntime() {
     GFSHIM_WARN(kInit, "cannot set up communicator state: %s", started.message().c_str());
   }
   if (!agreeAcrossRanks(rt, started.isOk())) return;
+  StallInspector::configure(rt.settings.stallWarnSec, rt.threadMultiple);
   if (!rt.settings.timeline.empty()) rt.timeline = Timeline::open(rt.settings.timeline, rt.worldRank);
   const Status node = learnWorldNode();
   if (!node.isOk()) GFSHIM_WARN(kInit, "cannot learn this rank's node: %s", node.message().c_str());
@@ -216,9 +263,9 @@ bool detail::checkFlavourOnce() noexcept {
 // what it required, capped by what the MPI provides), which the MPI_Query_thread hook reports.
 int initHook(int* argc, char*** argv) noexcept {
   loadConfig();
-  if (!wantsProgressThreads()) return afterInit(PMPI_Init(argc, argv));
+  if (!wantsProgressThreads()) return afterInit(nextInit(argc, argv));
   int provided = MPI_THREAD_SINGLE;
-  const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  const int rc = nextInit_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   runtime().threadMultiple = provided == MPI_THREAD_MULTIPLE;
   runtime().applicationThreadLevel = MPI_THREAD_SINGLE;
   return afterInit(rc);
@@ -227,12 +274,12 @@ int initHook(int* argc, char*** argv) noexcept {
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept {
   loadConfig();
   if (!wantsProgressThreads() || required == MPI_THREAD_MULTIPLE) {
-    const int rc = PMPI_Init_thread(argc, argv, required, provided);
+    const int rc = nextInit_thread(argc, argv, required, provided);
     runtime().threadMultiple = *provided == MPI_THREAD_MULTIPLE;
     return afterInit(rc);
   }
   int got = MPI_THREAD_SINGLE;
-  const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &got);
+  const int rc = nextInit_thread(argc, argv, MPI_THREAD_MULTIPLE, &got);
   runtime().threadMultiple = got == MPI_THREAD_MULTIPLE;
   *provided = got < required ? got : required;
   runtime().applicationThreadLevel = *provided;
@@ -241,7 +288,7 @@ int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcep
 
 int queryThreadHook(int* provided) noexcept {
   const int level = runtime().applicationThreadLevel;
-  if (level < 0) return PMPI_Query_thread(provided);
+  if (level < 0) return nextQuery_thread(provided);
   *provided = level;
   return MPI_SUCCESS;
 }
@@ -252,6 +299,7 @@ int finalizeHook() noexcept {
     ReentryGuard guard;
     try {
       FusionQueue::stopAll();  // queued Iallreduces complete first, and count in the report
+      StallInspector::stop();
       if (rt.statsWanted) reportStats(rt);
       rt.registry.stop();
       rt.timeline.reset();
@@ -259,7 +307,7 @@ int finalizeHook() noexcept {
       GFSHIM_WARN(kStats, "teardown failed");
     }
   }
-  return PMPI_Finalize();
+  return nextFinalize();
 }
 
 }  // namespace gfshim::hooks

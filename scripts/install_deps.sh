@@ -10,6 +10,7 @@ packages=(
   python3 python3-mpi4py python3-numpy
   zlib1g-dev dataset-fashion-mnist
   iproute2 util-linux
+  clang libclang-rt-14-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh Debian 12 machine and runs every test: unit and
-# threads-as-ranks tests, then the real shim under mpirun for Open MPI and for MPICH.
+# threads-as-ranks tests, then the real shim under mpirun for Open MPI and for MPICH; then the
+# unit and threads-as-ranks tests and the fusion progress thread under the sanitizers
+# (scripts/sanitize.sh), and 60 s of fuzzing per parser (scripts/fuzz.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
@@ -10,4 +12,8 @@ for dir in build build-mpich; do
   echo "== ctest in $dir"
   (cd "$root/$dir" && ctest --output-on-failure --timeout 900) || status=1
 done
+echo "== sanitizers"
+"$root/scripts/sanitize.sh" || status=1
+echo "== fuzzing"
+"$root/scripts/fuzz.sh" 60 || status=1
 exit $status

@@ -87,6 +87,17 @@ std::string formatBytes(uint64_t bytes) {
   return std::to_string(bytes) + kUnits[unit];
 }
 
+// The shortest "%g" spelling that reads back as exactly `value`: the canonical text is what the
+// plan hash covers, so two values that differ only beyond the 6th digit must not share it.
+std::string formatDecimal(double value) {
+  char text[32];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof text, "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
+  return text;
+}
+
 // Levenshtein distance, for "did you mean" suggestions.
 size_t editDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -115,6 +126,10 @@ std::string unknownParamMessage(const std::string& fullName, const std::string& 
   const ParamSpec* closest = nullptr;
   size_t best = SIZE_MAX;
   for (const ParamSpec& spec : kSpecs) {
+    // The distance is at least the difference in length: skip names that cannot be within 3,
+    // so a long unknown name costs no quadratic work.
+    const size_t length = std::strlen(spec.name);
+    if (std::max(length, fullName.size()) - std::min(length, fullName.size()) > 3) continue;
     const size_t distance = editDistance(fullName, spec.name);
     if (distance < best) {
       best = distance;
@@ -257,11 +272,9 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
         *why = "out of range; " + range;
         return false;
       }
-      char canonical[32];
-      std::snprintf(canonical, sizeof canonical, "%g", value);
       out->decimal = value;
       out->number = 0;
-      out->text = canonical;
+      out->text = formatDecimal(value);
       return true;
     }
     case ParamType::kEnum: {
@@ -474,6 +487,8 @@ Settings settingsFrom(const Config& config) {
   settings.cscWarmupCalls = config.bytes(Param::CSC_WARMUP_CALLS);
   settings.cscMaxResidualBytes = config.bytes(Param::CSC_MAX_RESIDUAL_BYTES);
   settings.shadowEvery = config.bytes(Param::SHADOW_EVERY);
+  settings.reproducible = config.flag(Param::REPRODUCIBLE);
+  settings.checkCalls = config.flag(Param::CHECK_CALLS);
   settings.topoFile = config.text(Param::TOPO_FILE);
   settings.topoDump = config.text(Param::TOPO_DUMP);
   settings.timeline = config.text(Param::TIMELINE);
@@ -485,6 +500,7 @@ Settings settingsFrom(const Config& config) {
   settings.interLatencyUs = config.value(Param::INTER_LATENCY_US).decimal;
   settings.stats = config.flag(Param::STATS);
   settings.strict = config.flag(Param::STRICT);
+  settings.stallWarnSec = config.value(Param::STALL_WARN_SEC).decimal;
   return settings;
 }
 

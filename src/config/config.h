@@ -115,6 +115,8 @@ struct Settings {
   uint64_t cscWarmupCalls = 0;            // GFSHIM_CSC_WARMUP_CALLS
   uint64_t cscMaxResidualBytes = 0;       // GFSHIM_CSC_MAX_RESIDUAL_BYTES
   uint64_t shadowEvery = 0;               // GFSHIM_SHADOW_EVERY; 0: off
+  bool reproducible = false;              // GFSHIM_REPRODUCIBLE
+  bool checkCalls = true;                 // GFSHIM_CHECK_CALLS
   // GPU buffers: NCCL (plugin), else staging through host memory, else the MPI.
   bool nccl = true;              // GFSHIM_NCCL
   bool gpuStaging = true;        // GFSHIM_GPU_STAGING
@@ -132,6 +134,7 @@ struct Settings {
   LogFilter log;
   bool stats = false;
   bool strict = false;
+  double stallWarnSec = 0;  // GFSHIM_STALL_WARN_SEC; 0: off
 };
 Settings settingsFrom(const Config& config);
 

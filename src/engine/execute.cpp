@@ -1,5 +1,6 @@
 #include "engine/execute.h"
 
+#include "algo/chain_allreduce.h"
 #include "algo/reducer.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
@@ -12,6 +13,10 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
   if (plan.route != Route::kEngine || !call.dtype || !call.op || call.count < 0) {
     return Status::error(StatusCode::kInternal, "executePlan called without an engine plan");
   }
+  static constexpr const char* kLabels[] = {"allreduce", "ring allreduce", "torus2d allreduce",
+                                            "chain allreduce (reproducible)"};
+  transport.operationStarted(
+      {kLabels[static_cast<int>(plan.algo)], call.count, *call.dtype, *call.op});
   switch (plan.algo) {
     case Algo::kRing: {
       const RingSchedule schedule(transport.size(), transport.rank(),
@@ -24,6 +29,10 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
       if (grid == nullptr)
         return Status::error(StatusCode::kInternal, "torus2d plan without a grid");
       return runTorusAllreduce(*grid, static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
+                               plan.segmentBytes, cpuReduceFn(*call.dtype, *call.op), transport,
+                               workspace, send, recv);
+    case Algo::kChain:
+      return runChainAllreduce(static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
                                plan.segmentBytes, cpuReduceFn(*call.dtype, *call.op), transport,
                                workspace, send, recv);
     case Algo::kNone:

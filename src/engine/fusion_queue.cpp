@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "engine/call_check.h"
 #include "engine/comm_registry.h"
 #include "engine/execute.h"
 #include "engine/fusion_buckets.h"
@@ -216,7 +217,11 @@ Status FusionQueue::agree(int64_t queued, int64_t* least, int64_t* most) {
                             "\"queued\": " + std::to_string(queued));
   stats_->recordFusion(1, 0, 0);
   int64_t values[2] = {queued, -queued};
+  WaitState& wait = transport_->waitState();
+  wait.operationStarted({"fusion negotiation round", 0, DType::kInt64, RedOp::kMin});
+  wait.waitBegins(-1);
   const int rc = PMPI_Allreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MIN, comm_);
+  wait.waitEnds();
   if (rc != MPI_SUCCESS) {
     const Status status = mpiErrorStatus("PMPI_Allreduce", rc);
     GFSHIM_WARN(kEngine, "fusion round failed, fused allreduces on this communicator fail: %s",
@@ -260,7 +265,7 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
     return run[index].at.ncclPlaceable() && run[index].at.recv.device == device;
   });
   ready = ready &&
-          ncclUsableOn(settings_.settings.nccl, gpu_, device, bucket.dtype, bucket.op, nullptr);
+          ncclUsableOn(settings_.settings, gpu_, device, bucket.dtype, bucket.op, nullptr);
   int mine = ready ? 1 : 0, everywhere = 0;
   const int rc = PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm_);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (fused GPU route agreement)", rc);
@@ -351,6 +356,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   std::optional<TimelinePhase> reducePhase;
   std::string phase = native                        ? "reduce native"
                       : plan.algo == Algo::kTorus2d ? "reduce torus2d"
+                      : plan.algo == Algo::kChain   ? "reduce chain"
                                                     : "reduce ring";
   if (plan.lossy.any()) phase += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
   reducePhase.emplace(settings_.timeline, phase, size);
@@ -408,6 +414,20 @@ Status FusionQueue::reduceEngineBucket(const PendingOp* run, const FusionBucket&
 // Native operations keep their place; the engine's operations between two of them are packed
 // into buckets.
 Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
+  if (settings_.settings.checkCalls) {
+    std::vector<CallShape> shapes;
+    for (const PendingOp& op : taken) {
+      // A native operation enters with its element count only (its datatype is the MPI's).
+      shapes.push_back(op.native ? CallShape{op.count, DType::kByte, RedOp::kBitOr}
+                                 : CallShape{op.count, op.dtype, op.op});
+    }
+    const Status agreed = agreeOnRound(comm_, shapes);
+    if (!agreed.isOk()) {
+      GFSHIM_WARN(kEngine, "%s; later fused allreduces on this communicator fail",
+                  agreed.message().c_str());
+      return agreed;
+    }
+  }
   size_t start = 0;
   while (start < taken.size()) {
     if (taken[start].native) {
@@ -444,7 +464,8 @@ void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) 
                             "\"operations\": " + std::to_string(taken.size()));
   int error = MPI_SUCCESS;
   if (!status.isOk()) {
-    error = status.mpiError() != MPI_SUCCESS ? status.mpiError() : MPI_ERR_INTERN;
+    error = readableErrorCode(status.mpiError() != MPI_SUCCESS ? status.mpiError() : MPI_ERR_INTERN,
+                              "libgfshim: fused allreduce failed: " + status.message());
   }
   const auto now = std::chrono::steady_clock::now();
   uint64_t queuedNanos = 0;

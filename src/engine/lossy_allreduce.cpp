@@ -174,6 +174,9 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
   record->modes = plan.lossy;
   record->bytesIn = count * sizeof(float);
   record->commSize = target.transport.size();
+  target.transport.operationStarted(
+      {plan.lossy.sparse ? "sparse (CSC) allreduce" : "compressed allreduce",
+       static_cast<int64_t>(count), DType::kFloat32, RedOp::kSum});
   const bool shadow = settings.shadowEvery > 0 && ++state.calls % settings.shadowEvery == 0;
   float* exact = nullptr;
   if (shadow) {

@@ -16,9 +16,10 @@ GpuCommState::~GpuCommState() {
   if (const GpuPluginApi* api = GpuPlugin::load(nullptr)) api->groupDestroy(ncclGroup);
 }
 
-bool ncclUsableOn(bool ncclEnabled, const GpuCommState& gpu, int device, DType dtype, RedOp op,
-                  std::string* why) {
-  if (!ncclEnabled || !gpu.ncclUnusable.empty()) return false;
+bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device, DType dtype,
+                  RedOp op, std::string* why) {
+  if (!settings.nccl || !gpu.ncclUnusable.empty()) return false;
+  if (settings.reproducible && reproducibleModeCovers(dtype)) return false;
   if (gpu.ncclGroup != nullptr && gpu.ncclDevice != device) return false;
   return GpuPlugin::usableOn(device, why) && GpuPlugin::load(nullptr)->supports(dtype, op);
 }

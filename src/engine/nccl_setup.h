@@ -39,10 +39,11 @@ struct GpuCommState {
 };
 
 // This rank's side of the NCCL vote for a call whose buffers are all NCCL-placeable on `device`
-// (BufferPlacements::ncclPlaceable): NCCL on (GFSHIM_NCCL), not found unusable on this
+// (BufferPlacements::ncclPlaceable): NCCL on (GFSHIM_NCCL, and not GFSHIM_REPRODUCIBLE for the
+// floating-point types that mode covers: NCCL sums in its own order), not found unusable on this
 // communicator, its group (if any) on the same device, the plugin usable there (else *why says
 // why, when given), and NCCL reducing (dtype, op). Local; the caller agrees on it.
-bool ncclUsableOn(bool ncclEnabled, const GpuCommState& gpu, int device, DType dtype, RedOp op,
+bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device, DType dtype, RedOp op,
                   std::string* why);
 
 // Collective over `comm` (the shim's private communicator whose ranks are `facts`), on a call

@@ -47,6 +47,8 @@ const char* reasonText(Reason reason) {
       return "ring (torus2d asked, but nodes hold different numbers of ranks)";
     case Reason::kRingTorusDegenerate:
       return "ring (torus2d asked, but one node or one rank per node: a single ring)";
+    case Reason::kReproducibleChain:
+      return "chain (GFSHIM_REPRODUCIBLE=1: every element summed in rank order)";
     case Reason::kInvalidComm:
       return "MPI_COMM_NULL or an invalid communicator (erroneous; the MPI reports it)";
     case Reason::kDisabled:
@@ -95,7 +97,7 @@ const char* reasonText(Reason reason) {
 }
 
 // Engine reasons come first in the enum.
-bool isEngineReason(Reason reason) { return reason <= Reason::kRingTorusDegenerate; }
+bool isEngineReason(Reason reason) { return reason <= Reason::kReproducibleChain; }
 
 Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!settings.enable) return passthrough(Reason::kDisabled);
@@ -107,8 +109,11 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);
   if (!call.op) return passthrough(Reason::kUserOp);
   if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
-  // Fusion exists for small tensors: GFSHIM_MIN_BYTES applies to blocking calls only.
-  if (!call.nonblocking && call.bytes() < settings.minBytes) {
+  // Fusion exists for small tensors: GFSHIM_MIN_BYTES applies to blocking calls only. The
+  // reproducible mode takes floating-point calls of every size: the MPI's own algorithm for small
+  // ones would sum in another order than a fused bucket holding the same call.
+  if (!call.nonblocking && call.bytes() < settings.minBytes &&
+      !(settings.reproducible && reproducibleModeCovers(*call.dtype))) {
     return passthrough(Reason::kBelowMinBytes);
   }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
@@ -224,9 +229,34 @@ LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& 
   return modes;
 }
 
+bool reproducibleModeCovers(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kLongDouble:
+    case DType::kComplexFloat32:
+    case DType::kComplexFloat64:
+    case DType::kComplexLongDouble:
+    case DType::kFloatInt:
+    case DType::kDoubleInt:
+    case DType::kLongDoubleInt:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
                      DType dtype, RedOp op, uint64_t bytes) {
   if (enginePlan.route != Route::kEngine) return enginePlan;
+  if (settings.reproducible && reproducibleModeCovers(dtype)) {
+    Plan plan = enginePlan;
+    plan.algo = Algo::kChain;
+    plan.reason = Reason::kReproducibleChain;
+    plan.segmentBytes = settings.segmentBytes;
+    plan.lossy = LossyModes{};
+    return plan;
+  }
   const LossyModes lossy = lossyModesFor(dtype, op, bytes, settings);
   Plan plan = enginePlan;
   if (settings.algo == AlgoChoice::kAuto) {

@@ -22,7 +22,7 @@
 namespace gfshim {
 
 enum class Route : uint8_t { kEngine, kPassthrough };
-enum class Algo : uint8_t { kNone, kRing, kTorus2d };
+enum class Algo : uint8_t { kNone, kRing, kTorus2d, kChain };
 
 enum class Reason : uint8_t {
   // engine
@@ -35,6 +35,7 @@ enum class Reason : uint8_t {
   kRingTorusDimsMismatch,
   kRingTorusHeterogeneous,
   kRingTorusDegenerate,
+  kReproducibleChain,
   // passthrough
   kDisabled,
   kInvalidComm,
@@ -128,6 +129,8 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
 // model (engine/cost_model.h) predicts for `bytes` among ring, torus2d (where a grid exists) and
 // native, and may therefore pass the call through. Only agreed facts enter, so every rank
 // chooses the same.
+// GFSHIM_REPRODUCIBLE=1: every floating-point call (reproducibleModeCovers) runs the rank-ordered
+// chain (algo/chain_allreduce.h) exact, whatever GFSHIM_ALGO, the lossy settings and its size.
 // A call with a lossy mode (lossyModesFor) stays on the engine: auto then chooses between ring
 // and torus2d only, since the MPI's own algorithm cannot compress.
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
@@ -136,6 +139,10 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
 // MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
 // call of its total size); every other call stays exact. Agreed inputs only.
 LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
+// The datatypes whose reduction depends on the order of operands: floating point (real, complex,
+// and the value of the float-int pairs). Integer, logical and bitwise reductions give the same
+// bits in any order, so the reproducible mode leaves their algorithm alone.
+bool reproducibleModeCovers(DType dtype);
 // "ring 1.2 ms, torus2d 0.8 ms, native 3.1 ms" (the candidates only); empty when not auto.
 std::string formatEstimate(const CostEstimate& estimate);
 

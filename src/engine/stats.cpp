@@ -28,7 +28,6 @@ struct Stats::ThreadBlock {
   std::atomic<uint64_t> fusion[3] = {};
   std::atomic<uint64_t> lossy[kLossyModeCount][kLossyCounterCount] = {};
   std::atomic<uint64_t> gpu[kGpuPathCount][2] = {};
-  const Stats* owner = nullptr;
   ThreadBlock* next = nullptr;
 };
 
@@ -52,23 +51,27 @@ Stats::~Stats() {
 }
 
 namespace {
-// The block this thread last recorded into; the shim has one Stats object, tests several.
+// The block this thread last recorded into and the id of its Stats; the shim has one Stats
+// object, tests several (destroyed ones too, whose blocks are freed).
 thread_local Stats::ThreadBlock* tCachedBlock __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local uint64_t tCachedOwnerId __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<uint64_t> gNextStatsId{1};
 }  // namespace
 
+Stats::Stats() : id_(gNextStatsId.fetch_add(1, std::memory_order_relaxed)) {}
+
 inline Stats::ThreadBlock* Stats::blockOfThisThread() {
-  ThreadBlock* cached = tCachedBlock;
-  return cached != nullptr && cached->owner == this ? cached : registerThisThread();
+  return tCachedOwnerId == id_ ? tCachedBlock : registerThisThread();
 }
 
 __attribute__((noinline)) Stats::ThreadBlock* Stats::registerThisThread() {
   auto* block = new ThreadBlock();
-  block->owner = this;
   block->next = blocks_.load(std::memory_order_relaxed);
   while (!blocks_.compare_exchange_weak(block->next, block, std::memory_order_release,
                                         std::memory_order_relaxed)) {
   }
   tCachedBlock = block;
+  tCachedOwnerId = id_;
   return block;
 }
 

@@ -72,7 +72,7 @@ enum FusionCounter { kFusionRounds, kFusionOps, kFusionQueuedNanos };
 
 class Stats {
  public:
-  Stats() = default;
+  Stats();
   Stats(const Stats&) = delete;
   Stats& operator=(const Stats&) = delete;
   ~Stats();
@@ -92,6 +92,9 @@ class Stats {
   ThreadBlock* registerThisThread();
 
   std::atomic<ThreadBlock*> blocks_{nullptr};  // lock-free list, one block per recording thread
+  // Unique over the process's lifetime, so a thread's cached block of a destroyed Stats is never
+  // taken for one of a Stats that reuses its address (and never read).
+  uint64_t id_;
 };
 
 // `summed` holds counters summed over `ranks` ranks, with nanos as the maximum over ranks (the

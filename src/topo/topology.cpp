@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 namespace gfshim {
 namespace {
@@ -44,10 +45,12 @@ bool parseInt(const std::string& text, int low, int* out) {
   return true;
 }
 
+// Up to and including 1e12: formatTopology's 6 digits round 999999999999.9 up to "1e+12", and a
+// dump must read back.
 bool parseDecimal(const std::string& text, double* out) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !(value >= 0 && value < 1e12)) {
+  if (text.empty() || end != text.c_str() + text.size() || !(value >= 0 && value <= 1e12)) {
     return false;
   }
   *out = value;
@@ -185,9 +188,13 @@ std::string formatTopology(const Topology& topology) {
     out << "nodes = " << topology.nodes << "\nranks_per_node = " << topology.ranksPerNode << "\n";
   }
   const NodeHardware& hw = topology.hardware;
-  if (hw.packages > 0) {
-    out << "packages = " << hw.packages << "\nnuma_nodes = " << hw.numaNodes
-        << "\ncores = " << hw.cores << "\npus = " << hw.pus << "\n";
+  // Each count on its own: a file may give some of them (0: not given, and not valid to write).
+  const std::pair<const char*, int> counts[] = {{"packages", hw.packages},
+                                                {"numa_nodes", hw.numaNodes},
+                                                {"cores", hw.cores},
+                                                {"pus", hw.pus}};
+  for (const auto& [key, count] : counts) {
+    if (count > 0) out << key << " = " << count << "\n";
   }
   for (const PciDevice& gpu : hw.gpus) out << "gpu = " << formatDevice(gpu) << "\n";
   for (const PciDevice& nic : hw.nics) out << "nic = " << formatDevice(nic) << "\n";

@@ -12,10 +12,20 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "common/types.h"
 
 namespace gfshim {
 
 using TransferId = int;
+
+// What an engine operation is, for the stall inspector's report ("ring allreduce of 1048576 x
+// float sum"). `what` is a string literal.
+struct OperationLabel {
+  const char* what = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::kFloat32;
+  RedOp op = RedOp::kSum;
+};
 
 class Transport {
  public:
@@ -28,6 +38,11 @@ class Transport {
   // Withdraws a posted operation after an error and releases its id (best effort: an operation
   // that already matched completes instead).
   virtual void cancel(TransferId id) = 0;
+
+  // Called by the engine as it starts each operation over this transport; every rank of the
+  // communicator starts the same operations in the same order, so their counts compare across
+  // ranks (transport/stall_inspector.h).
+  virtual void operationStarted(const OperationLabel& /*label*/) {}
 
   // Bytes posted for sending over this transport so far: what the stats report as on the wire.
   uint64_t bytesPosted() const { return bytesPosted_; }

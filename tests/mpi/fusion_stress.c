@@ -11,7 +11,12 @@
  * ranks. The burst's layout comes from a seed shared by all ranks; orders and delays from a
  * per-rank seed. A deadlock ends the run through alarm().
  *
- * usage: fusion_stress [iterations] [seed] [max burst bytes] [no-free]
+ * usage: fusion_stress [iterations] [seed] [max burst bytes] [no-free] [--seconds S]
+ * --seconds S: a bounded long run: iterations (rounds) go on until S seconds have passed (rank 0
+ * decides after each round and tells the others through PMPI_Bcast), iterations then being only a
+ * maximum (0: no maximum); the deadlock alarm is re-armed every round instead of covering the
+ * whole run; a final "fusion_stress: summary" line gives the seed, rounds, operations, bytes and
+ * mismatches summed over the ranks.
  * no-free: never MPI_Request_free (MPI 3.1 calls freeing a nonblocking collective's request
  * erroneous and Open MPI refuses it; the shim's requests allow it): for runs without fusion.
  */
@@ -21,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { kMaxOps = 200, kTimeLimitSeconds = 240 };
@@ -258,8 +264,24 @@ static void complete(MPI_Request* requests, int n, Rng* local) {
   }
 }
 
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? atoi(argv[1]) : 10;
+  double seconds = 0;  /* --seconds S: run rounds until S seconds have passed */
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+      seconds = atof(argv[i + 1]);
+      for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
+      argc -= 2;
+      break;
+    }
+  }
+  int iterations = argc > 1 ? atoi(argv[1]) : 10;
+  if (seconds > 0 && iterations <= 0) iterations = 0x7fffffff;
   const uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 12345;
   const size_t maxBytes = argc > 3 ? strtoull(argv[3], NULL, 10) : (size_t)48 << 20;
   mayFree = !(argc > 4 && strcmp(argv[4], "no-free") == 0);
@@ -278,7 +300,17 @@ int main(int argc, char** argv) {
   Rng local = {seed * 1000003u + (uint64_t)rank + 1};
   static Call calls[kMaxOps];
   int totalCalls = 0;
+  long long iallreduces = 0, iallreduceBytes = 0;
+  const double started = now();
+  int rounds = 0;
   for (int iteration = 0; iteration < iterations; ++iteration) {
+    if (seconds > 0) {  /* every rank takes rank 0's decision, so all run the same rounds */
+      int goOn = now() - started < seconds;
+      PMPI_Bcast(&goOn, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      if (!goOn) break;
+      alarm(kTimeLimitSeconds);
+    }
+    ++rounds;
     const int n = makeBurst(&shared, maxBytes, calls);
     for (int i = 0; i < n; ++i) prepare(&calls[i], &local);
     /* The application's own point-to-point traffic, completed together with the collectives. */
@@ -305,6 +337,8 @@ int main(int argc, char** argv) {
         if (below(&local, 20) == 0) usleep((useconds_t)below(&local, 500));
         MPI_Iallreduce(c->inPlace ? MPI_IN_PLACE : c->send, c->recv, c->count, c->type, c->op,
                        comms[c->comm], &c->request);
+        ++iallreduces;
+        iallreduceBytes += (long long)c->count * (long long)c->elem;
         if (c->freeIt) {
           MPI_Request_free(&c->request);
         } else {
@@ -350,8 +384,18 @@ int main(int argc, char** argv) {
   PMPI_Allreduce(&failures, &allFailures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
     printf("fusion_stress: %d iterations, %d calls per rank, seed %llu: %s (%d failures)\n",
-           iterations, totalCalls, (unsigned long long)seed, allFailures ? "FAILED" : "passed",
+           rounds, totalCalls, (unsigned long long)seed, allFailures ? "FAILED" : "passed",
            allFailures);
+  }
+  if (seconds > 0) {
+    long long mine[3] = {totalCalls, iallreduces, iallreduceBytes}, all[3] = {0, 0, 0};
+    PMPI_Reduce(mine, all, 3, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      printf("fusion_stress: summary seed %llu ranks %d rounds %d elapsed %.1f s: calls %lld, "
+             "MPI_Iallreduce operations %lld (%lld bytes), summed over ranks; mismatches %d\n",
+             (unsigned long long)seed, size, rounds, now() - started, all[0], all[1], all[2],
+             allFailures);
+    }
   }
   MPI_Type_free(&intPair);
   MPI_Op_free(&userSum);

@@ -7,10 +7,14 @@
 # usage: run_with_shim.sh --mpi openmpi|mpich --launcher MPIRUN --shim LIB --np N
 #                         [--env NAME=VALUE]... [--expect REGEX]... [--expect-once REGEX]...
 #                         [--reject REGEX]... [--expect-engine | --expect-no-engine]
-#                         [--expect-fail] -- PROGRAM [ARGS...]
+#                         [--expect-fail] [--time-limit SECONDS] -- PROGRAM [ARGS...]
+# --time-limit: the run must end by itself within SECONDS (without it: 600, and a timeout is just
+# a non-zero status); if `timeout` has to end it, the test fails as a hang even with
+# --expect-fail, so "the MPI aborted the job" and "we had to kill a hang" stay apart.
+# Every run prints its wall time as "# wall: S s, exit status N, ended at EPOCH".
 set -euo pipefail
 
-flavour=openmpi launcher="" shim="" np=2 expect_engine="" expect_fail=0
+flavour=openmpi launcher="" shim="" np=2 expect_engine="" expect_fail=0 time_limit=600 hang_fails=0
 envs=() expects=() onces=() rejects=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -25,6 +29,7 @@ while [[ $# -gt 0 ]]; do
     --expect-engine) expect_engine=yes; shift ;;
     --expect-no-engine) expect_engine=no; shift ;;
     --expect-fail) expect_fail=1; shift ;;
+    --time-limit) time_limit=$2; hang_fails=1; shift 2 ;;
     --) shift; break ;;
     *) echo "run_with_shim.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -43,10 +48,17 @@ else
 fi
 cmd+=("$@")
 echo "# cmd: ${cmd[*]}"
-output=$(timeout 600 "${cmd[@]}" 2>&1) && status=0 || status=$?
+started=$(date +%s.%N)
+output=$(timeout -k 10 "$time_limit" "${cmd[@]}" 2>&1) && status=0 || status=$?
+ended=$(date +%s.%N)
 echo "$output"
+wall=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
+echo "# wall: $wall s, exit status $status, ended at $ended"
 
 fail() { echo "run_with_shim.sh: FAILED: $*"; exit 1; }
+if [[ $hang_fails == 1 ]] && { [[ $status -eq 124 ]] || { [[ $status -eq 137 ]] && awk -v w="$wall" -v l="$time_limit" 'BEGIN { exit !(w >= l) }'; }; }; then
+  fail "the run did not end within $time_limit s: timeout had to kill it (a hang)"
+fi
 if [[ $expect_fail == 1 ]]; then
   [[ $status -ne 0 ]] || fail "expected a non-zero exit status"
 else

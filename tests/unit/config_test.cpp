@@ -226,5 +226,26 @@ TEST(Config, PlanHashCoversPlanParametersOnly) {
   EXPECT_NE(base.planSummary().find("GFSHIM_MIN_BYTES=256K"), std::string::npos);
 }
 
+// Found by tests/fuzz/config_fuzzer.cpp: the canonical text was "%g" (6 digits), so
+// GFSHIM_CSC_DENSITY=0.5 and 0.5000001 hashed alike while the ranks used different densities
+// (different chunk counts, a different wire pattern). The text now reads back to the very value.
+TEST(Config, DecimalCanonicalTextIsExactSoThePlanHashSeesEveryDigit) {
+  const Config a = Config::load(inputs({{"GFSHIM_CSC_DENSITY", "0.5"}}));
+  const Config b = Config::load(inputs({{"GFSHIM_CSC_DENSITY", "0.5000001"}}));
+  EXPECT_NE(a.planHash(), b.planHash());
+  EXPECT_EQ(a.text(Param::CSC_DENSITY), "0.5");
+  EXPECT_EQ(b.text(Param::CSC_DENSITY), "0.5000001");
+  const Config c = Config::load(inputs({{"GFSHIM_INTER_GBPS", "99999.99999999"}}));
+  EXPECT_EQ(c.text(Param::INTER_GBPS), "99999.99999999");
+  for (const char* text : {"0.1", "1e-05", "1000", "0.30000000000000004", "99999.99999999"}) {
+    ParamValue first, again;
+    std::string why;
+    ASSERT_TRUE(parseParamValue(paramSpec(Param::INTER_GBPS), text, &first, &why)) << text;
+    ASSERT_TRUE(parseParamValue(paramSpec(Param::INTER_GBPS), first.text, &again, &why)) << text;
+    EXPECT_EQ(again.text, first.text);
+    EXPECT_EQ(again.decimal, first.decimal) << text;
+  }
+}
+
 }  // namespace
 }  // namespace gfshim

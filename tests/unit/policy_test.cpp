@@ -262,5 +262,48 @@ TEST(LossyPolicy, AutoKeepsALossyCallOnTheEngine) {
   EXPECT_FALSE(autoPlan(64 << 20, cluster(4, 2)).lossy.any());
 }
 
+
+// GFSHIM_REPRODUCIBLE=1: floating-point calls of any size, blocking or fused, run the rank-ordered
+// chain exact, whatever the algorithm and lossy settings; other types keep their algorithm.
+TEST(ReproduciblePolicy, FloatingPointCallsOfAnySizeRunTheChainExact) {
+  Settings s = settings(1 << 20, AlgoChoice::kTorus2d);
+  s.reproducible = true;
+  s.compress = WireCodec::kFp16;
+  s.compressMinBytes = 0;
+  s.cscDensity = 0.1;
+  s.torusX = 2;
+  s.torusY = 2;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kComplexFloat32, DType::kFloatInt}) {
+    CallInfo call = floatSum(4);  // 16 bytes, far below GFSHIM_MIN_BYTES
+    call.dtype = dtype;
+    call.op = dtype == DType::kFloatInt ? RedOp::kMaxLoc : RedOp::kSum;
+    for (bool nonblocking : {false, true}) {
+      call.nonblocking = nonblocking;
+      s.fusionAvailable = true;
+      const Plan plan = chooseAlgorithm(planOnComm(planCall(call, s), comm(4)), comm(4), s, dtype,
+                                        *call.op, call.bytes());
+      EXPECT_EQ(plan.route, Route::kEngine) << dtypeName(dtype);
+      EXPECT_EQ(plan.algo, Algo::kChain) << dtypeName(dtype);
+      EXPECT_EQ(plan.reason, Reason::kReproducibleChain);
+      EXPECT_FALSE(plan.lossy.any());
+      EXPECT_EQ(plan.segmentBytes, s.segmentBytes);
+    }
+  }
+  CallInfo ints = floatSum(1 << 20);
+  ints.dtype = DType::kInt32;
+  ints.recvAddress = ints.sendAddress + ints.bytes();
+  const Plan plan = chooseAlgorithm(planOnComm(planCall(ints, s), comm(4)), comm(4), s,
+                                    DType::kInt32, RedOp::kSum, ints.bytes());
+  EXPECT_EQ(plan.algo, Algo::kTorus2d);
+  ints.count = 4;
+  EXPECT_EQ(decide(ints, s, comm(4)), Reason::kBelowMinBytes);
+  // Off by default; GFSHIM_ALGO=native and GFSHIM_ENABLE=0 still pass everything through.
+  EXPECT_EQ(decide(floatSum(4), settings(1 << 20), comm(4)), Reason::kBelowMinBytes);
+  s.algo = AlgoChoice::kNative;
+  EXPECT_EQ(decide(floatSum(4), s, comm(4)), Reason::kAlgoNative);
+  s.enable = false;
+  EXPECT_EQ(decide(floatSum(4), s, comm(4)), Reason::kDisabled);
+}
+
 }  // namespace
 }  // namespace gfshim

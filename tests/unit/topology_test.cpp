@@ -159,5 +159,35 @@ TEST(HardwareProbes, DescribeThisMachineOrSayWhyNot) {
   }
 }
 
+// Found by tests/fuzz/topology_fuzzer.cpp: formatTopology wrote the four hardware counts only
+// when packages was set, and then all four, so "cores = 4" alone was dropped from a dump and
+// "packages = 2" alone was dumped with "numa_nodes = 0", which the parser rejects.
+TEST(TopologyFile, PartialHardwareCountsSurviveTheDump) {
+  const Topology cores = parsed("cores = 4\r\npus = 8\r\n");
+  const Topology coresAgain = parsed(formatTopology(cores));
+  EXPECT_EQ(coresAgain.hardware.cores, 4);
+  EXPECT_EQ(coresAgain.hardware.pus, 8);
+  EXPECT_EQ(coresAgain.hardware.packages, 0);
+  const Topology packages = parsed("packages = 2\n");
+  const Topology packagesAgain = parsed(formatTopology(packages));
+  EXPECT_EQ(packagesAgain.hardware.packages, 2);
+  EXPECT_EQ(packagesAgain.hardware.numaNodes, 0);
+  EXPECT_EQ(formatTopology(packagesAgain), formatTopology(packages));
+}
+
+// Found by tests/fuzz/topology_fuzzer.cpp: a figure just below the limit 1e12 was dumped with 6
+// digits as "1e+12", which the parser rejected (the limit was exclusive).
+TEST(TopologyFile, FiguresAtTheLimitSurviveTheDump) {
+  const Topology t = parsed(
+      "transport = tcp/eth0 class=inter gbps=999999999999.9 latency_us=999999999999\n"
+      "inter_link = gbps=1e12 latency_us=999999999999.9\n");
+  const std::string text = formatTopology(t);
+  EXPECT_NE(text.find("latency_us=1e+12"), std::string::npos) << text;
+  const Topology again = parsed(text);
+  EXPECT_EQ(formatTopology(again), text);
+  EXPECT_EQ(parseError("inter_link = gbps=1.0000001e12 latency_us=1\n"),
+            "line 1: gbps must be a positive number, not '1.0000001e12'");
+}
+
 }  // namespace
 }  // namespace gfshim

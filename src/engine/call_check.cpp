@@ -1,0 +1,66 @@
+#include "engine/call_check.h"
+
+#include "transport/pmpi_transport.h"
+
+namespace gfshim {
+namespace {
+
+// MIN over [v, -v] gives the least and the largest value of every entry in one allreduce.
+Status agreeRanges(MPI_Comm comm, std::vector<int64_t>& values) {
+  const size_t n = values.size();
+  for (size_t i = 0; i < n; ++i) values.push_back(-values[i]);
+  const int rc = PMPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                                MPI_INT64_T, MPI_MIN, comm);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (call check)", rc);
+  for (size_t i = 0; i < n; ++i) values[n + i] = -values[n + i];
+  return Status::ok();
+}
+
+std::string describe(const CallShape& shape) {
+  return std::to_string(shape.count) + " x " + dtypeName(shape.dtype) + " " + redOpName(shape.op);
+}
+
+}  // namespace
+
+Status agreeOnCall(MPI_Comm comm, const CallShape& mine) {
+  std::vector<int64_t> values = {mine.count, static_cast<int64_t>(mine.dtype),
+                                 static_cast<int64_t>(mine.op)};
+  GFSHIM_RETURN_IF_ERROR(agreeRanges(comm, values));
+  const char* what[] = {"counts", "datatypes", "ops"};
+  const int classes[] = {MPI_ERR_COUNT, MPI_ERR_TYPE, MPI_ERR_OP};
+  for (size_t i = 0; i < 3; ++i) {
+    if (values[i] == values[3 + i]) continue;
+    std::string range = std::string(what[i]) + " differ across ranks";
+    if (i == 0) {
+      range = "counts from " + std::to_string(values[0]) + " to " + std::to_string(values[3]);
+    }
+    return Status::error(StatusCode::kTransportError,
+                         "the ranks passed different arguments to one MPI_Allreduce (" + range +
+                             "; this rank: " + describe(mine) +
+                             "): an erroneous program; no data was moved",
+                         classes[i]);
+  }
+  return Status::ok();
+}
+
+Status agreeOnRound(MPI_Comm comm, const std::vector<CallShape>& mine) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the shapes, in queue order
+  auto mix = [&hash](uint64_t value) {
+    for (int b = 0; b < 8; ++b) hash = (hash ^ ((value >> (8 * b)) & 0xff)) * 1099511628211ull;
+  };
+  for (const CallShape& shape : mine) {
+    mix(static_cast<uint64_t>(shape.count));
+    mix(static_cast<uint64_t>(shape.dtype) << 8 | static_cast<uint64_t>(shape.op));
+  }
+  std::vector<int64_t> values = {static_cast<int64_t>(hash >> 2)};  // negation cannot overflow
+  GFSHIM_RETURN_IF_ERROR(agreeRanges(comm, values));
+  if (values[0] == values[1]) return Status::ok();
+  return Status::error(StatusCode::kTransportError,
+                       "the ranks passed different counts, datatypes or ops to the " +
+                           std::to_string(mine.size()) +
+                           " MPI_Iallreduce calls of one fusion round: an erroneous program; no "
+                           "data was moved",
+                       MPI_ERR_COUNT);
+}
+
+}  // namespace gfshim

@@ -1,0 +1,35 @@
+// GFSHIM_CHECK_CALLS: before the engine runs a blocking call, or a fusion round's operations, the
+// ranks agree that they all passed the same arguments (count, datatype, op) -- one small
+// PMPI_Allreduce. MPI calls a mismatch erroneous and leaves the outcome open (a native MPI may
+// truncate, return garbage or hang); in the engine it would mean different schedules on different
+// ranks. With the check every rank sees the mismatch in the same agreement and reports it through
+// its error handler before any transfer, so none is left waiting and no buffer is written.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/types.h"
+
+namespace gfshim {
+
+// The arguments of one operation, as they enter the agreement.
+struct CallShape {
+  int64_t count = 0;
+  DType dtype = DType::kFloat32;
+  RedOp op = RedOp::kSum;
+};
+
+// Collective over `comm`. Ok when every rank passed `mine`; otherwise an error (MPI_ERR_COUNT,
+// MPI_ERR_TYPE or MPI_ERR_OP) that names this rank's arguments and the range seen across ranks.
+Status agreeOnCall(MPI_Comm comm, const CallShape& mine);
+
+// The same for the operations a fusion round takes (every rank takes the same number): one hash
+// of their arguments, so a mismatch anywhere in the round fails the round on every rank.
+Status agreeOnRound(MPI_Comm comm, const std::vector<CallShape>& mine);
+
+}  // namespace gfshim

@@ -221,7 +221,8 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
   if (rt.settings.checkCalls) {
     // A mismatch is reported on every rank before any transfer; the state stays usable.
-    status = agreeOnCall(state->privateComm, {call.count, *call.dtype, *call.op});
+    status = agreeOnCall(state->privateComm, state->transport->waitState(),
+                         {call.count, *call.dtype, *call.op});
     if (!status.isOk()) return reportError(a.comm, status);
   }
 

@@ -6,11 +6,15 @@ namespace gfshim {
 namespace {
 
 // MIN over [v, -v] gives the least and the largest value of every entry in one allreduce.
-Status agreeRanges(MPI_Comm comm, std::vector<int64_t>& values) {
+Status agreeRanges(MPI_Comm comm, WaitState& wait, const OperationLabel& label,
+                   std::vector<int64_t>& values) {
   const size_t n = values.size();
   for (size_t i = 0; i < n; ++i) values.push_back(-values[i]);
+  wait.operationStarted(label);
+  wait.waitBegins(-1);
   const int rc = PMPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
                                 MPI_INT64_T, MPI_MIN, comm);
+  wait.waitEnds();
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (call check)", rc);
   for (size_t i = 0; i < n; ++i) values[n + i] = -values[n + i];
   return Status::ok();
@@ -22,10 +26,11 @@ std::string describe(const CallShape& shape) {
 
 }  // namespace
 
-Status agreeOnCall(MPI_Comm comm, const CallShape& mine) {
+Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine) {
   std::vector<int64_t> values = {mine.count, static_cast<int64_t>(mine.dtype),
                                  static_cast<int64_t>(mine.op)};
-  GFSHIM_RETURN_IF_ERROR(agreeRanges(comm, values));
+  GFSHIM_RETURN_IF_ERROR(
+      agreeRanges(comm, wait, {"allreduce argument check", mine.count, mine.dtype, mine.op}, values));
   const char* what[] = {"counts", "datatypes", "ops"};
   const int classes[] = {MPI_ERR_COUNT, MPI_ERR_TYPE, MPI_ERR_OP};
   for (size_t i = 0; i < 3; ++i) {
@@ -43,7 +48,7 @@ Status agreeOnCall(MPI_Comm comm, const CallShape& mine) {
   return Status::ok();
 }
 
-Status agreeOnRound(MPI_Comm comm, const std::vector<CallShape>& mine) {
+Status agreeOnRound(MPI_Comm comm, WaitState& wait, const std::vector<CallShape>& mine) {
   uint64_t hash = 1469598103934665603ull;  // FNV-1a over the shapes, in queue order
   auto mix = [&hash](uint64_t value) {
     for (int b = 0; b < 8; ++b) hash = (hash ^ ((value >> (8 * b)) & 0xff)) * 1099511628211ull;
@@ -53,7 +58,8 @@ Status agreeOnRound(MPI_Comm comm, const std::vector<CallShape>& mine) {
     mix(static_cast<uint64_t>(shape.dtype) << 8 | static_cast<uint64_t>(shape.op));
   }
   std::vector<int64_t> values = {static_cast<int64_t>(hash >> 2)};  // negation cannot overflow
-  GFSHIM_RETURN_IF_ERROR(agreeRanges(comm, values));
+  GFSHIM_RETURN_IF_ERROR(agreeRanges(
+      comm, wait, {"fusion round argument check", 0, DType::kInt64, RedOp::kMin}, values));
   if (values[0] == values[1]) return Status::ok();
   return Status::error(StatusCode::kTransportError,
                        "the ranks passed different counts, datatypes or ops to the " +

@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "transport/stall_inspector.h"
 
 namespace gfshim {
 
@@ -26,10 +27,12 @@ struct CallShape {
 
 // Collective over `comm`. Ok when every rank passed `mine`; otherwise an error (MPI_ERR_COUNT,
 // MPI_ERR_TYPE or MPI_ERR_OP) that names this rank's arguments and the range seen across ranks.
-Status agreeOnCall(MPI_Comm comm, const CallShape& mine);
+// The agreement is where a rank waits for late peers, so it counts as an operation of `wait`
+// (the wait state of the transport on `comm`) for the stall inspector.
+Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine);
 
 // The same for the operations a fusion round takes (every rank takes the same number): one hash
 // of their arguments, so a mismatch anywhere in the round fails the round on every rank.
-Status agreeOnRound(MPI_Comm comm, const std::vector<CallShape>& mine);
+Status agreeOnRound(MPI_Comm comm, WaitState& wait, const std::vector<CallShape>& mine);
 
 }  // namespace gfshim

@@ -421,7 +421,7 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
       shapes.push_back(op.native ? CallShape{op.count, DType::kByte, RedOp::kBitOr}
                                  : CallShape{op.count, op.dtype, op.op});
     }
-    const Status agreed = agreeOnRound(comm_, shapes);
+    const Status agreed = agreeOnRound(comm_, transport_->waitState(), shapes);
     if (!agreed.isOk()) {
       GFSHIM_WARN(kEngine, "%s; later fused allreduces on this communicator fail",
                   agreed.message().c_str());

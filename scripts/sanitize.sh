@@ -4,8 +4,9 @@
 #             (unit and threads-as-ranks) under AddressSanitizer, LeakSanitizer and UBSan
 #   tsan      build-tsan (GFSHIM_SANITIZE=thread): the tests that run threads (the
 #             threads-as-ranks suites *Fake*, Stats) under ThreadSanitizer
-#   tsan-mpi  build-tsan: the fusion queue's progress thread in the real libgfshim.so, preloaded
-#             after libtsan.so.2 into fusion_stress / fusion_pending under Open MPI's mpirun;
+#   tsan-mpi  build-tsan: the fusion queue's progress thread and the stall inspector's watchdog in
+#             the real libgfshim.so, preloaded after libtsan.so.2 into fusion_stress /
+#             fusion_pending / stall under Open MPI's mpirun;
 #             Open MPI orders its own copies with atomics TSan cannot see, so what the MPI's
 #             (uninstrumented) libraries do through TSan's interceptors is ignored
 #             (ignore_noninstrumented_modules=1); every access of the shim and the test program
@@ -70,9 +71,11 @@ run_gtest() {  # NAME DIR FILTER [ENV...]
   check_log "$name" "$log" "$rc" "$start" "$count"
 }
 
-run_mpi() {  # NAME NP EXPECT PROGRAM [ARGS...]
+run_mpi() {  # NAME NP EXPECT [--env NAME=VALUE]... PROGRAM [ARGS...]
   local name=$1 np=$2 expect=$3 log="$root/build-tsan/sanitize-$1.log" start rc=0
   shift 3
+  local envs=()
+  while [[ $1 == --env ]]; do envs+=(--env "$2"); shift 2; done
   local tsan
   tsan=$(gcc -print-file-name=libtsan.so.2)
   start=$(now)
@@ -82,7 +85,7 @@ run_mpi() {  # NAME NP EXPECT PROGRAM [ARGS...]
   "$root/tests/mpi/run_with_shim.sh" --mpi openmpi --launcher mpirun.openmpi --np "$np" \
     --shim "$tsan $root/build-tsan/libgfshim.so" \
     --env "TSAN_OPTIONS=$tsan_options ignore_noninstrumented_modules=1" \
-    --env UCX_MEM_MMAP_HOOK_MODE=none --env UCX_MEM_MALLOC_HOOKS=no \
+    --env UCX_MEM_MMAP_HOOK_MODE=none --env UCX_MEM_MALLOC_HOOKS=no "${envs[@]+"${envs[@]}"}" \
     --expect-engine --expect "$expect" -- "$@" >"$log" 2>&1 || rc=$?
   check_log "$name" "$log" "$rc" "$start" "$np ranks"
 }
@@ -98,13 +101,16 @@ for suite in "${suites[@]}"; do
       run_gtest tsan-threads build-tsan '*Fake*.*:Stats.*' "TSAN_OPTIONS=$tsan_options"
       ;;
     tsan-mpi)
-      configure_and_build build-tsan thread gfshim fusion_stress fusion_pending
+      configure_and_build build-tsan thread gfshim fusion_stress fusion_pending stall
       run_mpi tsan-fusion-stress-np2 2 "fusion_stress: .* passed" \
         "$root/build-tsan/tests/fusion_stress" 3 1002
       run_mpi tsan-fusion-stress-np3 3 "fusion_stress: .* passed" \
         "$root/build-tsan/tests/fusion_stress" 2 1003
       run_mpi tsan-fusion-pending-np3 3 "pending at MPI_Comm_free: completed" \
         "$root/build-tsan/tests/fusion_pending"
+      # The stall inspector's watchdog thread asking and answering beside the engine threads.
+      run_mpi tsan-stall-inspector-np3 3 "not joined: rank 2" --env GFSHIM_STALL_WARN_SEC=1 \
+        --env GFSHIM_MIN_BYTES=0 "$root/build-tsan/tests/stall" fused 2 3
       ;;
     *) echo "sanitize.sh: unknown suite '$suite' (asan, tsan, tsan-mpi)" >&2; exit 2 ;;
   esac

@@ -49,8 +49,13 @@ fi
 cmd+=("$@")
 echo "# cmd: ${cmd[*]}"
 started=$(date +%s.%N)
-output=$(timeout -k 10 "$time_limit" "${cmd[@]}" 2>&1) && status=0 || status=$?
+# The output goes to a file, not through $(...): ranks orphaned by a killed launcher would hold a
+# pipe open, and the test would wait for them long after the time limit.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+timeout -k 10 "$time_limit" "${cmd[@]}" >"$log" 2>&1 && status=0 || status=$?
 ended=$(date +%s.%N)
+output=$(<"$log")
 echo "$output"
 wall=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
 echo "# wall: $wall s, exit status $status, ended at $ended"

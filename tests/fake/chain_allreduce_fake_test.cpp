@@ -17,12 +17,7 @@ namespace gfshim {
 namespace {
 
 Plan chainPlan(uint64_t segmentBytes) {
-  Plan plan;
-  plan.route = Route::kEngine;
-  plan.algo = Algo::kChain;
-  plan.reason = Reason::kReproducibleChain;
-  plan.segmentBytes = segmentBytes;
-  return plan;
+  return enginePlan(Algo::kChain, Reason::kReproducibleChain, segmentBytes);
 }
 
 template <typename T>
@@ -129,10 +124,8 @@ TEST(ChainAllreduceFake, ASliceOfALargerBufferGivesTheSameBits) {
 // not reproduce the rank-ordered bits, so the checks above can tell the orders apart.
 TEST(ChainAllreduceFake, TheRingSumsInAnotherOrderOnTheSameData) {
   const auto inputs = randomInputs<float>(4, 30000, 11);
-  Plan ring = chainPlan(4096);
-  ring.algo = Algo::kRing;
-  ring.reason = Reason::kRingForced;
-  const auto recv = runOnRanks(ring, DType::kFloat32, inputs, false);
+  const auto recv =
+      runOnRanks(enginePlan(Algo::kRing, Reason::kRingForced, 4096), DType::kFloat32, inputs, false);
   const std::vector<float> expected = rankOrderedSum(inputs);
   EXPECT_NE(std::memcmp(expected.data(), recv[0].data(), expected.size() * sizeof(float)), 0);
 }

@@ -16,12 +16,7 @@ namespace gfshim {
 namespace {
 
 Plan ringPlan(uint64_t segmentBytes) {
-  Plan plan;
-  plan.route = Route::kEngine;
-  plan.algo = Algo::kRing;
-  plan.reason = Reason::kRingForced;
-  plan.segmentBytes = segmentBytes;
-  return plan;
+  return enginePlan(Algo::kRing, Reason::kRingForced, segmentBytes);
 }
 
 float contribution(int rank, size_t i) {

@@ -8,9 +8,20 @@
 #include <thread>
 #include <vector>
 
+#include "engine/policy.h"
 #include "transport/fake_transport.h"
 
 namespace gfshim {
+
+// An engine plan of `algo` as the policy would hand it to executePlan.
+inline Plan enginePlan(Algo algo, Reason reason, uint64_t segmentBytes) {
+  Plan plan;
+  plan.route = Route::kEngine;
+  plan.algo = algo;
+  plan.reason = reason;
+  plan.segmentBytes = segmentBytes;
+  return plan;
+}
 
 // Runs `body(rank, transport)` on one thread per rank of `fabric`; returns each rank's Status.
 inline std::vector<Status> runRanks(FakeFabric& fabric,

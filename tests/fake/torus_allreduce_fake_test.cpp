@@ -29,11 +29,7 @@ void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace)
     for (size_t i = 0; i < count; ++i) s[i] = contribution(r, i);
     recv[static_cast<size_t>(r)] = inPlace ? s : std::vector<float>(count, -777.0f);
   }
-  Plan plan;
-  plan.route = Route::kEngine;
-  plan.algo = Algo::kTorus2d;
-  plan.reason = Reason::kTorusOnForcedDims;
-  plan.segmentBytes = segmentBytes;
+  const Plan plan = enginePlan(Algo::kTorus2d, Reason::kTorusOnForcedDims, segmentBytes);
   CallInfo call;
   call.count = static_cast<int64_t>(count);
   call.dtype = DType::kFloat32;

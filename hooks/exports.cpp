@@ -1,7 +1,10 @@
 // The exported MPI symbols: one-line forwards, nothing else. This file deliberately does not
-// include mpi.h (see hook_api.h): it declares the PMPI entry points (the fallbacks of the next
-// MPI_* definitions it forwards to, next_mpi.h) with raw handle types, which is ABI-compatible with both Open MPI and MPICH on x86-64 and aarch64
-// (handles travel in 64-bit registers; the callee reads the width it expects).
+// include mpi.h (see hook_api.h): the calls that carry handles are forwarded here, untouched, when
+// the running MPI is the other flavour, to the next MPI_* definitions (next_mpi.h) declared with
+// raw handle types, which is ABI-compatible with both Open MPI and MPICH on x86-64 and aarch64
+// (handles travel in 64-bit registers; the callee reads the width it expects). The calls without
+// handles (MPI_Init*, MPI_Finalize, MPI_Query_thread, MPI_Wait*, MPI_Test*: ints and untyped
+// pointers) always go to their hooks, which forward them themselves.
 #include "hooks/hook_api.h"
 #include "hooks/next_mpi.h"
 
@@ -12,68 +15,41 @@ using gfshim::hooks::RawHandle;
 extern "C" {
 int PMPI_Allreduce(const void*, void*, int, RawHandle, RawHandle, RawHandle);
 int PMPI_Iallreduce(const void*, void*, int, RawHandle, RawHandle, RawHandle, void*);
-int PMPI_Init(int*, char***);
-int PMPI_Init_thread(int*, char***, int, int*);
-int PMPI_Finalize(void);
-int PMPI_Query_thread(int*);
 int PMPI_Comm_dup(RawHandle, void*);
 int PMPI_Comm_split(RawHandle, int, int, void*);
 int PMPI_Comm_split_type(RawHandle, int, int, RawHandle, void*);
 int PMPI_Comm_create(RawHandle, RawHandle, void*);
 int PMPI_Comm_create_group(RawHandle, RawHandle, int, void*);
-int PMPI_Wait(void*, void*);
-int PMPI_Waitall(int, void*, void*);
-int PMPI_Waitany(int, void*, int*, void*);
-int PMPI_Waitsome(int, void*, int*, int*, void*);
-int PMPI_Test(void*, int*, void*);
-int PMPI_Testall(int, void*, int*, void*);
-int PMPI_Testany(int, void*, int*, int*, void*);
-int PMPI_Testsome(int, void*, int*, int*, void*);
 }
 
 #define GFSHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
-// Where each forward goes: the next definition of the same MPI_* symbol (a PMPI tool preloaded
-// after the shim, else the MPI itself), see next_mpi.h.
+// Where the other flavour's calls go: the next definition of the same MPI_* symbol (a PMPI tool
+// preloaded after the shim, else the MPI itself), see next_mpi.h.
 namespace {
 GFSHIM_NEXT_MPI(Allreduce);
 GFSHIM_NEXT_MPI(Iallreduce);
-GFSHIM_NEXT_MPI(Init);
-GFSHIM_NEXT_MPI(Init_thread);
-GFSHIM_NEXT_MPI(Finalize);
-GFSHIM_NEXT_MPI(Query_thread);
 GFSHIM_NEXT_MPI(Comm_dup);
 GFSHIM_NEXT_MPI(Comm_split);
 GFSHIM_NEXT_MPI(Comm_split_type);
 GFSHIM_NEXT_MPI(Comm_create);
 GFSHIM_NEXT_MPI(Comm_create_group);
-GFSHIM_NEXT_MPI(Wait);
-GFSHIM_NEXT_MPI(Waitall);
-GFSHIM_NEXT_MPI(Waitany);
-GFSHIM_NEXT_MPI(Waitsome);
-GFSHIM_NEXT_MPI(Test);
-GFSHIM_NEXT_MPI(Testall);
-GFSHIM_NEXT_MPI(Testany);
-GFSHIM_NEXT_MPI(Testsome);
 }  // namespace
 
 GFSHIM_EXPORT int MPI_Init(int* argc, char*** argv) {
-  return gfshim::hooks::foreignMpi() ? nextInit(argc, argv) : gfshim::hooks::initHook(argc, argv);
+  return gfshim::hooks::initHook(argc, argv);
 }
 
 GFSHIM_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  return gfshim::hooks::foreignMpi()
-             ? nextInit_thread(argc, argv, required, provided)
-             : gfshim::hooks::initThreadHook(argc, argv, required, provided);
+  return gfshim::hooks::initThreadHook(argc, argv, required, provided);
 }
 
 GFSHIM_EXPORT int MPI_Finalize(void) {
-  return gfshim::hooks::foreignMpi() ? nextFinalize() : gfshim::hooks::finalizeHook();
+  return gfshim::hooks::finalizeHook();
 }
 
 GFSHIM_EXPORT int MPI_Query_thread(int* provided) {
-  return gfshim::hooks::foreignMpi() ? nextQuery_thread(provided)
-                                     : gfshim::hooks::queryThreadHook(provided);
+  return gfshim::hooks::queryThreadHook(provided);
 }
 
 GFSHIM_EXPORT int MPI_Allreduce(const void* send, void* recv, int count, RawHandle dtype,
@@ -118,44 +94,36 @@ GFSHIM_EXPORT int MPI_Comm_create_group(RawHandle comm, RawHandle group, int tag
 }
 
 GFSHIM_EXPORT int MPI_Wait(void* request, void* status) {
-  return gfshim::hooks::foreignMpi() ? nextWait(request, status)
-                                     : gfshim::hooks::waitHook(request, status);
+  return gfshim::hooks::waitHook(request, status);
 }
 
 GFSHIM_EXPORT int MPI_Waitall(int count, void* requests, void* statuses) {
-  return gfshim::hooks::foreignMpi() ? nextWaitall(count, requests, statuses)
-                                     : gfshim::hooks::waitallHook(count, requests, statuses);
+  return gfshim::hooks::waitallHook(count, requests, statuses);
 }
 
 GFSHIM_EXPORT int MPI_Waitany(int count, void* requests, int* index, void* status) {
-  return gfshim::hooks::foreignMpi() ? nextWaitany(count, requests, index, status)
-                                     : gfshim::hooks::waitanyHook(count, requests, index, status);
+  return gfshim::hooks::waitanyHook(count, requests, index, status);
 }
 
 GFSHIM_EXPORT int MPI_Waitsome(int count, void* requests, int* outcount, int* indices,
                                void* statuses) {
-  if (gfshim::hooks::foreignMpi()) return nextWaitsome(count, requests, outcount, indices, statuses);
   return gfshim::hooks::waitsomeHook(count, requests, outcount, indices, statuses);
 }
 
 GFSHIM_EXPORT int MPI_Test(void* request, int* flag, void* status) {
-  return gfshim::hooks::foreignMpi() ? nextTest(request, flag, status)
-                                     : gfshim::hooks::testHook(request, flag, status);
+  return gfshim::hooks::testHook(request, flag, status);
 }
 
 GFSHIM_EXPORT int MPI_Testall(int count, void* requests, int* flag, void* statuses) {
-  return gfshim::hooks::foreignMpi() ? nextTestall(count, requests, flag, statuses)
-                                     : gfshim::hooks::testallHook(count, requests, flag, statuses);
+  return gfshim::hooks::testallHook(count, requests, flag, statuses);
 }
 
 GFSHIM_EXPORT int MPI_Testany(int count, void* requests, int* index, int* flag, void* status) {
-  if (gfshim::hooks::foreignMpi()) return nextTestany(count, requests, index, flag, status);
   return gfshim::hooks::testanyHook(count, requests, index, flag, status);
 }
 
 GFSHIM_EXPORT int MPI_Testsome(int count, void* requests, int* outcount, int* indices,
                                void* statuses) {
-  if (gfshim::hooks::foreignMpi()) return nextTestsome(count, requests, outcount, indices, statuses);
   return gfshim::hooks::testsomeHook(count, requests, outcount, indices, statuses);
 }
 

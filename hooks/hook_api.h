@@ -33,13 +33,15 @@ extern std::atomic<int> gFlavourCheck;
 bool checkFlavourOnce() noexcept;
 }  // namespace detail
 
-// True when the running MPI library is not the flavour this shim was built for; exports then
-// forward every call untouched. Decided once, on first use; afterwards one relaxed load.
+// True when the running MPI library is not the flavour this shim was built for; every call is
+// then forwarded untouched. Decided once, on first use; afterwards one relaxed load.
 inline bool foreignMpi() noexcept {
   const int check = detail::gFlavourCheck.load(std::memory_order_relaxed);
   return check == detail::kUnchecked ? detail::checkFlavourOnce() : check == detail::kForeignMpi;
 }
 
+// The hooks of calls without handles; with a foreign MPI they forward the call untouched (the init
+// hooks check, the others find the shim inactive and nothing fused in flight).
 int initHook(int* argc, char*** argv) noexcept;
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept;
 int finalizeHook() noexcept;

@@ -262,6 +262,7 @@ bool detail::checkFlavourOnce() noexcept {
 // application would have got (MPI_Init: MPI_THREAD_SINGLE, as both MPIs give; MPI_Init_thread:
 // what it required, capped by what the MPI provides), which the MPI_Query_thread hook reports.
 int initHook(int* argc, char*** argv) noexcept {
+  if (foreignMpi()) return nextInit(argc, argv);
   loadConfig();
   if (!wantsProgressThreads()) return afterInit(nextInit(argc, argv));
   int provided = MPI_THREAD_SINGLE;
@@ -272,6 +273,7 @@ int initHook(int* argc, char*** argv) noexcept {
 }
 
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept {
+  if (foreignMpi()) return nextInit_thread(argc, argv, required, provided);
   loadConfig();
   if (!wantsProgressThreads() || required == MPI_THREAD_MULTIPLE) {
     const int rc = nextInit_thread(argc, argv, required, provided);

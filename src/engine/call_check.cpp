@@ -3,22 +3,24 @@
 #include "transport/pmpi_transport.h"
 
 namespace gfshim {
-namespace {
 
-// MIN over [v, -v] gives the least and the largest value of every entry in one allreduce.
-Status agreeRanges(MPI_Comm comm, WaitState& wait, const OperationLabel& label,
-                   std::vector<int64_t>& values) {
+Status agreeLeastAndMost(MPI_Comm comm, WaitState& wait, const OperationLabel& label,
+                         std::vector<int64_t>& values) {
   const size_t n = values.size();
-  for (size_t i = 0; i < n; ++i) values.push_back(-values[i]);
+  for (size_t i = 0; i < n; ++i) values.push_back(-values[i]);  // MIN of -v is -MAX of v
   wait.operationStarted(label);
   wait.waitBegins(-1);
   const int rc = PMPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
                                 MPI_INT64_T, MPI_MIN, comm);
   wait.waitEnds();
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (call check)", rc);
+  if (rc != MPI_SUCCESS) {
+    return mpiErrorStatus(("PMPI_Allreduce (" + std::string(label.what) + ")").c_str(), rc);
+  }
   for (size_t i = 0; i < n; ++i) values[n + i] = -values[n + i];
   return Status::ok();
 }
+
+namespace {
 
 std::string describe(const CallShape& shape) {
   return std::to_string(shape.count) + " x " + dtypeName(shape.dtype) + " " + redOpName(shape.op);
@@ -29,8 +31,8 @@ std::string describe(const CallShape& shape) {
 Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine) {
   std::vector<int64_t> values = {mine.count, static_cast<int64_t>(mine.dtype),
                                  static_cast<int64_t>(mine.op)};
-  GFSHIM_RETURN_IF_ERROR(
-      agreeRanges(comm, wait, {"allreduce argument check", mine.count, mine.dtype, mine.op}, values));
+  GFSHIM_RETURN_IF_ERROR(agreeLeastAndMost(
+      comm, wait, {"allreduce argument check", mine.count, mine.dtype, mine.op}, values));
   const char* what[] = {"counts", "datatypes", "ops"};
   const int classes[] = {MPI_ERR_COUNT, MPI_ERR_TYPE, MPI_ERR_OP};
   for (size_t i = 0; i < 3; ++i) {
@@ -58,7 +60,7 @@ Status agreeOnRound(MPI_Comm comm, WaitState& wait, const std::vector<CallShape>
     mix(static_cast<uint64_t>(shape.dtype) << 8 | static_cast<uint64_t>(shape.op));
   }
   std::vector<int64_t> values = {static_cast<int64_t>(hash >> 2)};  // negation cannot overflow
-  GFSHIM_RETURN_IF_ERROR(agreeRanges(
+  GFSHIM_RETURN_IF_ERROR(agreeLeastAndMost(
       comm, wait, {"fusion round argument check", 0, DType::kInt64, RedOp::kMin}, values));
   if (values[0] == values[1]) return Status::ok();
   return Status::error(StatusCode::kTransportError,

@@ -18,6 +18,14 @@
 
 namespace gfshim {
 
+// The agreement the checks below and the fusion rounds run: one PMPI_Allreduce (MIN over
+// [v..., -v...]) of `values` on `comm`, after which values[i] holds the least and values[n + i]
+// the largest of entry i over the ranks (n entries in, 2n out). The collective is where a rank
+// waits for late peers, so it counts as operation `label` of `wait` (the wait state of the
+// transport on `comm`) for the stall inspector.
+Status agreeLeastAndMost(MPI_Comm comm, WaitState& wait, const OperationLabel& label,
+                         std::vector<int64_t>& values);
+
 // The arguments of one operation, as they enter the agreement.
 struct CallShape {
   int64_t count = 0;
@@ -27,8 +35,6 @@ struct CallShape {
 
 // Collective over `comm`. Ok when every rank passed `mine`; otherwise an error (MPI_ERR_COUNT,
 // MPI_ERR_TYPE or MPI_ERR_OP) that names this rank's arguments and the range seen across ranks.
-// The agreement is where a rank waits for late peers, so it counts as an operation of `wait`
-// (the wait state of the transport on `comm`) for the stall inspector.
 Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine);
 
 // The same for the operations a fusion round takes (every rank takes the same number): one hash

@@ -216,20 +216,17 @@ Status FusionQueue::agree(int64_t queued, int64_t* least, int64_t* most) {
   const TimelinePhase phase(settings_.timeline, "negotiate",
                             "\"queued\": " + std::to_string(queued));
   stats_->recordFusion(1, 0, 0);
-  int64_t values[2] = {queued, -queued};
-  WaitState& wait = transport_->waitState();
-  wait.operationStarted({"fusion negotiation round", 0, DType::kInt64, RedOp::kMin});
-  wait.waitBegins(-1);
-  const int rc = PMPI_Allreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MIN, comm_);
-  wait.waitEnds();
-  if (rc != MPI_SUCCESS) {
-    const Status status = mpiErrorStatus("PMPI_Allreduce", rc);
+  std::vector<int64_t> values = {queued};
+  const Status status =
+      agreeLeastAndMost(comm_, transport_->waitState(),
+                        {"fusion negotiation round", 0, DType::kInt64, RedOp::kMin}, values);
+  if (!status.isOk()) {
     GFSHIM_WARN(kEngine, "fusion round failed, fused allreduces on this communicator fail: %s",
                 status.message().c_str());
     return status;
   }
   *least = values[0];
-  *most = -values[1];
+  *most = values[1];
   return Status::ok();
 }
 

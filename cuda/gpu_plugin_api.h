@@ -22,7 +22,7 @@
 
 namespace gfshim {
 
-constexpr int kGpuPluginAbiVersion = 3;
+constexpr int kGpuPluginAbiVersion = 4;
 constexpr size_t kNcclUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
 
 // One user communicator's NCCL communicators, made from ids the shim distributed. Row and column
@@ -87,6 +87,9 @@ struct GpuFusedCall {
   bool torus = false;
 };
 
+// What groupConnectPoll reports.
+enum GpuConnectState : int { kGpuConnectPending = 0, kGpuConnectDone = 1, kGpuConnectFailed = 2 };
+
 struct GpuPluginApi {
   int abiVersion;
   // Whether NCCL (dlopened) and `device` are usable in this process; false with *why otherwise.
@@ -98,11 +101,19 @@ struct GpuPluginApi {
   // enters NCCL's collective initialisation (the shim agrees on the outcome in between). On
   // failure *group is null and nothing is left behind.
   bool (*groupPrepare)(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes);
-  // Collective over every rank of the spec: ncclCommInitRank for the world, then the row, then
-  // the column communicator; all ranks call it together. On failure the group stays allocated
-  // and broken (groupDestroy aborts what was made).
-  bool (*groupConnect)(void* group, char* why, size_t whyBytes);
-  void (*groupDestroy)(void* group);
+  // Collective over every rank of the spec, in two halves so that no rank ever waits inside NCCL's
+  // initialisation for a peer that gave up (the shim tells the ranks each other's outcome in
+  // between polls, src/engine/nccl_setup.cpp). groupConnectStart begins NCCL's nonblocking
+  // initialisation (ncclCommInitRankConfig, blocking = 0) of the world communicator;
+  // groupConnectPoll advances it (then the row's, then the column's) without blocking and returns
+  // one of GpuConnectState. After kFailed (*why) or a peer's failure the caller destroys the group
+  // with abort = true.
+  bool (*groupConnectStart)(void* group, char* why, size_t whyBytes);
+  int (*groupConnectPoll)(void* group, char* why, size_t whyBytes);
+  // Frees the group and its NCCL communicators: abort = true (the ranks did not all connect, or a
+  // call failed) aborts them (ncclCommAbort: local, never waits for a peer), else they are
+  // finalized and destroyed after the stream drained (an unfinished finalization is aborted).
+  void (*groupDestroy)(void* group, bool abort);
   // Whether NCCL reduces this type with this op (the shim stages other calls).
   bool (*supports)(DType dtype, RedOp op);
   // Collective over the group's world; see GpuCall.

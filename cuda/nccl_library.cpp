@@ -39,7 +39,8 @@ void loadOnce(LoadedNccl* loaded) {
   std::string* why = &loaded->why;
   const bool resolved = resolve(handle, "ncclGetVersion", &nccl.getVersion, why) &&
                         resolve(handle, "ncclGetUniqueId", &nccl.getUniqueId, why) &&
-                        resolve(handle, "ncclCommInitRank", &nccl.commInitRank, why) &&
+                        resolve(handle, "ncclCommInitRankConfig", &nccl.commInitRankConfig, why) &&
+                        resolve(handle, "ncclCommFinalize", &nccl.commFinalize, why) &&
                         resolve(handle, "ncclCommDestroy", &nccl.commDestroy, why) &&
                         resolve(handle, "ncclCommAbort", &nccl.commAbort, why) &&
                         resolve(handle, "ncclCommGetAsyncError", &nccl.commGetAsyncError, why) &&
@@ -55,7 +56,7 @@ void loadOnce(LoadedNccl* loaded) {
   }
   if (nccl.versionCode < kMinNcclVersionCode) {
     char message[128];
-    std::snprintf(message, sizeof message, "libnccl.so.2 is version code %d, older than %d (2.10)",
+    std::snprintf(message, sizeof message, "libnccl.so.2 is version code %d, older than %d (2.14)",
                   nccl.versionCode, kMinNcclVersionCode);
     loaded->why = message;
     return;

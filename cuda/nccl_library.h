@@ -13,13 +13,15 @@
 
 namespace gfshim::cuda {
 
-// The oldest NCCL the plugin accepts: ncclBfloat16 appeared in 2.10 (NCCL_VERSION(2, 10, 0)).
-constexpr int kMinNcclVersionCode = 21000;
+// The oldest NCCL the plugin accepts: nonblocking communicators (ncclCommInitRankConfig with
+// blocking = 0, ncclCommFinalize) appeared in 2.14 (NCCL_VERSION(2, 14, 0)); ncclBfloat16 in 2.10.
+constexpr int kMinNcclVersionCode = 21400;
 
 struct NcclLibrary {
   decltype(&::ncclGetVersion) getVersion = nullptr;
   decltype(&::ncclGetUniqueId) getUniqueId = nullptr;
-  decltype(&::ncclCommInitRank) commInitRank = nullptr;
+  decltype(&::ncclCommInitRankConfig) commInitRankConfig = nullptr;
+  decltype(&::ncclCommFinalize) commFinalize = nullptr;
   decltype(&::ncclCommDestroy) commDestroy = nullptr;
   decltype(&::ncclCommAbort) commAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) commGetAsyncError = nullptr;

@@ -6,6 +6,9 @@
 // device scratch grown on demand, and the device residuals of CSC. Every call enqueues its work
 // on that stream and waits for it (MPI_Allreduce semantics: the result is in recv on return),
 // polling ncclCommGetAsyncError while it waits so a dead peer gives an error, not a hang.
+// The communicators are nonblocking (config.blocking = 0): their initialisation advances only
+// through the shim's polls (groupConnectPoll), so a rank can give up when a peer failed, and a
+// collective call that returns ncclInProgress is settled before the next NCCL call.
 //
 // The shapes of one call (count N elements, p world ranks, grid R x C when torus):
 //
@@ -42,6 +45,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -310,10 +314,15 @@ class NcclGroup {
   NcclGroup& operator=(const NcclGroup&) = delete;
   ~NcclGroup();
 
-  // Collective: the communicators (world, row, column), the stream and the small buffers. The
-  // caller has made spec.device current. On failure the destructor frees what was made.
+  // The stream and the small buffers, then the communicators (world, row, column). The caller
+  // has made spec.device current. On failure the destructor frees what was made.
   Status prepare();  // local: stream and device memory
-  Status connect();  // collective: the NCCL communicators
+  // Collective, nonblocking: starts the world communicator's initialisation; connectPoll
+  // advances it to the row's and the column's and says kGpuConnectDone when all are made.
+  Status connectStart();
+  GpuConnectState connectPoll(Status* failure);
+  // The next destruction aborts the communicators instead of destroying them collectively.
+  void markBroken() { broken_ = true; }
   // One blocking allreduce (see the top of the file); device already current.
   Status allreduce(const GpuCall& call, GpuCallRecord* record);
   // One fused bucket: gather (one launch), exact allreduce in place, scatter (one launch).
@@ -330,8 +339,15 @@ class NcclGroup {
   Status ncclFailure(const char* what, const Comm& comm, ncclResult_t result);
   // Whether a call may start: the group is not broken, and a torus call has a grid.
   Status checkUsable(bool torus) const;
-  Status connectParts();
-  Status initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank);
+  // ncclCommInitRankConfig(blocking = 0): returns once the initialisation started.
+  Status startInit(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank);
+  // The communicator that is being initialised (connectStart .. kGpuConnectDone), or null.
+  Comm* initialising();
+  // After a call on a nonblocking communicator: waits while it reports ncclInProgress (the
+  // operation is still being enqueued) and turns any other error into a Status.
+  Status settle(const char* what, const Comm& comm, ncclResult_t result);
+  // ncclCommFinalize, waited for at most kFinalizeSeconds; false if it did not finish cleanly.
+  bool finalize(const Comm& comm);
   // Waits for the stream, watching every communicator for an asynchronous NCCL error.
   Status waitForStream(const char* what);
 
@@ -356,7 +372,9 @@ class NcclGroup {
   cudaStream_t stream_ = nullptr;
   int* deviceInts_ = nullptr;  // [0] overflow flag, [1] the CSC agreement
   int* hostInts_ = nullptr;    // pinned, the same two
-  bool broken_ = false;        // a call failed after its first enqueue
+  bool broken_ = false;        // a call failed after its first enqueue, or a peer did not connect
+  enum class Stage { kPrepared, kWorld, kRow, kColumn, kConnected };
+  Stage stage_ = Stage::kPrepared;
 
   DeviceBuffer halfWire_;       // uint16 values on the wire
   DeviceBuffer inputCopy_;      // the input of an in-place 16-bit call, for the redo
@@ -373,7 +391,9 @@ class NcclGroup {
 };
 
 NcclGroup::~NcclGroup() {
-  // Synchronize before ncclCommDestroy; a broken group may never finish: abort instead.
+  // A group that never connected everywhere, or whose peers no longer agree on what was
+  // delivered, may never finish: abort. Otherwise drain the stream, then finalize and destroy.
+  if (stage_ != Stage::kConnected) broken_ = true;
   if (stream_ != nullptr && !broken_) {
     try {
       if (!waitForStream("groupDestroy").isOk()) broken_ = true;
@@ -383,9 +403,7 @@ NcclGroup::~NcclGroup() {
   }
   for (Comm* comm : {&column_, &row_, &world_}) {
     if (comm->comm == nullptr) continue;
-    if (broken_) {
-      nccl_.commAbort(comm->comm);
-    } else if (nccl_.commDestroy(comm->comm) != ncclSuccess) {
+    if (broken_ || !finalize(*comm) || nccl_.commDestroy(comm->comm) != ncclSuccess) {
       nccl_.commAbort(comm->comm);
     }
     comm->comm = nullptr;
@@ -418,18 +436,62 @@ Status NcclGroup::checkUsable(bool torus) const {
   return Status::ok();
 }
 
-Status NcclGroup::initComm(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank) {
+Status NcclGroup::startInit(Comm* comm, const char* name, int ranks, const uint8_t* id,
+                            int rank) {
   comm->name = name;
   ncclUniqueId uniqueId;
   std::memcpy(&uniqueId, id, sizeof uniqueId);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t made = nullptr;
-  const ncclResult_t result = nccl_.commInitRank(&made, ranks, uniqueId, rank);
-  if (result != ncclSuccess) {
-    if (made != nullptr) nccl_.commAbort(made);
-    return ncclFailure("ncclCommInitRank", *comm, result);
+  const ncclResult_t result = nccl_.commInitRankConfig(&made, ranks, uniqueId, rank, &config);
+  comm->comm = made;  // also when it failed: the destructor aborts it
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return ncclFailure("ncclCommInitRankConfig", *comm, result);
   }
-  comm->comm = made;
   return Status::ok();
+}
+
+NcclGroup::Comm* NcclGroup::initialising() {
+  switch (stage_) {
+    case Stage::kWorld:
+      return &world_;
+    case Stage::kRow:
+      return &row_;
+    case Stage::kColumn:
+      return &column_;
+    default:
+      return nullptr;
+  }
+}
+
+Status NcclGroup::settle(const char* what, const Comm& comm, ncclResult_t result) {
+  while (result == ncclInProgress) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t query = nccl_.commGetAsyncError(comm.comm, &state);
+    if (query != ncclSuccess) return ncclFailure("ncclCommGetAsyncError", comm, query);
+    if (state != ncclInProgress) {
+      result = state;
+      break;
+    }
+    std::this_thread::yield();
+  }
+  if (result != ncclSuccess) return ncclFailure(what, comm, result);
+  return Status::ok();
+}
+
+bool NcclGroup::finalize(const Comm& comm) {
+  constexpr double kFinalizeSeconds = 10;
+  ncclResult_t result = nccl_.commFinalize(comm.comm);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(kFinalizeSeconds);
+  while (result == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+    ncclResult_t state = ncclSuccess;
+    if (nccl_.commGetAsyncError(comm.comm, &state) != ncclSuccess) return false;
+    result = state;
+    if (result == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return result == ncclSuccess;
 }
 
 Status NcclGroup::prepare() {
@@ -443,21 +505,47 @@ Status NcclGroup::prepare() {
   return Status::ok();
 }
 
-Status NcclGroup::connect() {
-  const Status status = connectParts();
-  // Peers may have failed too: what was made is aborted, not destroyed collectively.
-  if (!status.isOk()) broken_ = true;
-  return status;
+Status NcclGroup::connectStart() {
+  if (stage_ != Stage::kPrepared) {
+    return Status::error(StatusCode::kInternal, "groupConnectStart called twice");
+  }
+  stage_ = Stage::kWorld;
+  return startInit(&world_, "world", spec_.worldSize, spec_.worldId, spec_.worldRank);
 }
 
-Status NcclGroup::connectParts() {
-  GFSHIM_RETURN_IF_ERROR(
-      initComm(&world_, "world", spec_.worldSize, spec_.worldId, spec_.worldRank));
-  if (spec_.rowSize > 0) {
-    GFSHIM_RETURN_IF_ERROR(initComm(&row_, "row", spec_.rowSize, spec_.rowId, spec_.rowRank));
-    GFSHIM_RETURN_IF_ERROR(initComm(&column_, "column", spec_.colSize, spec_.colId, spec_.colRank));
+GpuConnectState NcclGroup::connectPoll(Status* failure) {
+  Comm* comm = initialising();
+  if (comm == nullptr) {
+    if (stage_ == Stage::kConnected) return kGpuConnectDone;
+    *failure = Status::error(StatusCode::kInternal, "groupConnectPoll before groupConnectStart");
+    return kGpuConnectFailed;
   }
-  return Status::ok();
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t query = nccl_.commGetAsyncError(comm->comm, &state);
+  if (query != ncclSuccess) state = query;
+  if (state == ncclInProgress) return kGpuConnectPending;
+  if (state != ncclSuccess) {
+    *failure = ncclFailure("ncclCommInitRankConfig", *comm, state);
+    return kGpuConnectFailed;
+  }
+  // This communicator is made: the same order on every rank, so no rank waits in a row or
+  // column initialisation that a peer has not reached after finishing the world's.
+  Status started = Status::ok();
+  if (stage_ == Stage::kWorld && spec_.rowSize > 0) {
+    stage_ = Stage::kRow;
+    started = startInit(&row_, "row", spec_.rowSize, spec_.rowId, spec_.rowRank);
+  } else if (stage_ == Stage::kRow) {
+    stage_ = Stage::kColumn;
+    started = startInit(&column_, "column", spec_.colSize, spec_.colId, spec_.colRank);
+  } else {
+    stage_ = Stage::kConnected;
+    return kGpuConnectDone;
+  }
+  if (!started.isOk()) {
+    *failure = started;
+    return kGpuConnectFailed;
+  }
+  return kGpuConnectPending;
 }
 
 Status NcclGroup::waitForStream(const char* what) {
@@ -496,12 +584,14 @@ Status NcclGroup::enqueueAllreduce(const void* send, void* recv, size_t count, n
       // recv + rowRank * shard: NCCL's in-place reduce-scatter when send == recv, and the
       // in-place allgather's source in every case.
       char* mine = recvBytes + static_cast<size_t>(spec_.rowRank) * shard * elementBytes;
-      ncclResult_t result = nccl_.reduceScatter(send, mine, shard, type, op, row_.comm, stream_);
-      if (result != ncclSuccess) return ncclFailure("ncclReduceScatter", row_, result);
-      result = nccl_.allReduce(mine, mine, shard, type, op, column_.comm, stream_);
-      if (result != ncclSuccess) return ncclFailure("ncclAllReduce", column_, result);
-      result = nccl_.allGather(mine, recv, shard, type, row_.comm, stream_);
-      if (result != ncclSuccess) return ncclFailure("ncclAllGather", row_, result);
+      GFSHIM_RETURN_IF_ERROR(
+          settle("ncclReduceScatter", row_,
+                 nccl_.reduceScatter(send, mine, shard, type, op, row_.comm, stream_)));
+      GFSHIM_RETURN_IF_ERROR(settle("ncclAllReduce", column_,
+                                    nccl_.allReduce(mine, mine, shard, type, op, column_.comm,
+                                                    stream_)));
+      GFSHIM_RETURN_IF_ERROR(settle("ncclAllGather", row_,
+                                    nccl_.allGather(mine, recv, shard, type, row_.comm, stream_)));
       const uint64_t bodyBytes = static_cast<uint64_t>(body) * elementBytes;
       *wireBytes += 2 * ringPhaseBytes(spec_.rowSize, bodyBytes) +
                     ringAllreduceBytes(spec_.colSize, static_cast<uint64_t>(shard) * elementBytes);
@@ -510,9 +600,9 @@ Status NcclGroup::enqueueAllreduce(const void* send, void* recv, size_t count, n
   const size_t tail = count - body;
   if (tail > 0) {
     const size_t offset = body * elementBytes;
-    const ncclResult_t result = nccl_.allReduce(sendBytes + offset, recvBytes + offset, tail, type,
-                                                op, world_.comm, stream_);
-    if (result != ncclSuccess) return ncclFailure("ncclAllReduce", world_, result);
+    GFSHIM_RETURN_IF_ERROR(settle("ncclAllReduce", world_,
+                                  nccl_.allReduce(sendBytes + offset, recvBytes + offset, tail,
+                                                  type, op, world_.comm, stream_)));
     *wireBytes += ringAllreduceBytes(spec_.worldSize, static_cast<uint64_t>(tail) * elementBytes);
   }
   return Status::ok();
@@ -639,10 +729,9 @@ Status NcclGroup::agreeAnyDense(bool wantDense, bool* anyDense, GpuCallRecord* r
   GFSHIM_CUDA_RETURN_IF_ERROR(
       "cudaMemcpyAsync of the CSC agreement",
       cudaMemcpyAsync(agreement, &hostInts_[1], sizeof(int), cudaMemcpyHostToDevice, stream_));
-  const ncclResult_t result =
-      nccl_.allReduce(agreement, agreement, 1, ncclInt32, ncclMax, world_.comm, stream_);
-  if (result != ncclSuccess)
-    return ncclFailure("ncclAllReduce of the CSC agreement", world_, result);
+  GFSHIM_RETURN_IF_ERROR(
+      settle("ncclAllReduce of the CSC agreement", world_,
+             nccl_.allReduce(agreement, agreement, 1, ncclInt32, ncclMax, world_.comm, stream_)));
   record->wireBytes += ringAllreduceBytes(spec_.worldSize, sizeof(int));
   GFSHIM_CUDA_RETURN_IF_ERROR(
       "cudaMemcpyAsync of the CSC agreement",
@@ -716,9 +805,9 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
   GFSHIM_KERNEL_RETURN_IF_ERROR(
       "addAndChunkL1NormsDevice",
       addAndChunkL1NormsDevice(residual, send, count, chunkElements, norms, stream_));
-  const ncclResult_t result =
-      nccl_.allReduce(norms, norms, chunks, ncclFloat32, ncclSum, world_.comm, stream_);
-  if (result != ncclSuccess) return ncclFailure("ncclAllReduce of the CSC norms", world_, result);
+  GFSHIM_RETURN_IF_ERROR(
+      settle("ncclAllReduce of the CSC norms", world_,
+             nccl_.allReduce(norms, norms, chunks, ncclFloat32, ncclSum, world_.comm, stream_)));
   record->wireBytes += ringAllreduceBytes(spec_.worldSize, chunks * sizeof(float));
   uint32_t* selected = selected_.as<uint32_t>();
   GFSHIM_KERNEL_RETURN_IF_ERROR(
@@ -869,30 +958,55 @@ bool groupPrepare(const GpuGroupSpec* spec, void** group, char* why, size_t whyB
   return false;
 }
 
-bool groupConnect(void* group, char* why, size_t whyBytes) noexcept {
+bool groupConnectStart(void* group, char* why, size_t whyBytes) noexcept {
   try {
     if (group == nullptr) {
-      setWhy(why, whyBytes, "groupConnect: null group");
+      setWhy(why, whyBytes, "groupConnectStart: null group");
       return false;
     }
     auto* made = static_cast<NcclGroup*>(group);
     DeviceGuard guard;
     Status status = guard.enter(made->device());
-    if (status.isOk()) status = made->connect();
+    if (status.isOk()) status = made->connectStart();
     if (!status.isOk()) setWhy(why, whyBytes, "%s", status.message().c_str());
     return status.isOk();
   } catch (const std::exception& e) {
-    setWhy(why, whyBytes, "groupConnect: %s", e.what());
+    setWhy(why, whyBytes, "groupConnectStart: %s", e.what());
   } catch (...) {
-    setWhy(why, whyBytes, "groupConnect: unknown exception");
+    setWhy(why, whyBytes, "groupConnectStart: unknown exception");
   }
   return false;
 }
 
-void groupDestroy(void* group) noexcept {
+int groupConnectPoll(void* group, char* why, size_t whyBytes) noexcept {
+  try {
+    if (group == nullptr) {
+      setWhy(why, whyBytes, "groupConnectPoll: null group");
+      return kGpuConnectFailed;
+    }
+    auto* made = static_cast<NcclGroup*>(group);
+    DeviceGuard guard;
+    Status status = guard.enter(made->device());
+    if (!status.isOk()) {
+      setWhy(why, whyBytes, "%s", status.message().c_str());
+      return kGpuConnectFailed;
+    }
+    const GpuConnectState state = made->connectPoll(&status);
+    if (state == kGpuConnectFailed) setWhy(why, whyBytes, "%s", status.message().c_str());
+    return state;
+  } catch (const std::exception& e) {
+    setWhy(why, whyBytes, "groupConnectPoll: %s", e.what());
+  } catch (...) {
+    setWhy(why, whyBytes, "groupConnectPoll: unknown exception");
+  }
+  return kGpuConnectFailed;
+}
+
+void groupDestroy(void* group, bool abort) noexcept {
   if (group == nullptr) return;
   try {
     auto* made = static_cast<NcclGroup*>(group);
+    if (abort) made->markBroken();
     DeviceGuard guard;
     (void)guard.enter(made->device());  // on failure, destroy on whatever device is current
     delete made;
@@ -964,9 +1078,11 @@ bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* wh
 extern "C" __attribute__((visibility("default"))) const gfshim::GpuPluginApi*
 gfshim_gpu_plugin_api() {
   static const gfshim::GpuPluginApi api = {
-      gfshim::kGpuPluginAbiVersion, gfshim::cuda::probe,        gfshim::cuda::uniqueId,
-      gfshim::cuda::groupPrepare,   gfshim::cuda::groupConnect, gfshim::cuda::groupDestroy,
-      gfshim::cuda::supports,       gfshim::cuda::allreduce,    gfshim::cuda::fusedAllreduce,
+      gfshim::kGpuPluginAbiVersion,     gfshim::cuda::probe,
+      gfshim::cuda::uniqueId,           gfshim::cuda::groupPrepare,
+      gfshim::cuda::groupConnectStart,  gfshim::cuda::groupConnectPoll,
+      gfshim::cuda::groupDestroy,       gfshim::cuda::supports,
+      gfshim::cuda::allreduce,          gfshim::cuda::fusedAllreduce,
   };
   return &api;
 }

@@ -106,8 +106,7 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
       bool ready = false;
       const TorusGrid* grid = state.torusGrid ? &*state.torusGrid : nullptr;
       GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(state.privateComm, state.facts, grid, state.gpu,
-                                             at.recv.device, rt.settings.cscMaxResidualBytes,
-                                             &ready));
+                                             at.recv.device, rt.settings, &ready));
       // Agreed on every rank, like the setting: stage, or hand the call to the MPI.
       if (!ready) *route = rt.settings.gpuStaging ? GpuRoute::kStaged : GpuRoute::kPassthrough;
     }

@@ -269,8 +269,8 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
   if (everywhere == 0) return Status::ok();
   const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
   bool groupReady = false;
-  GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(comm_, facts_, grid, gpu_, device,
-                                         settings_.settings.cscMaxResidualBytes, &groupReady));
+  GFSHIM_RETURN_IF_ERROR(
+      ensureNcclGroup(comm_, facts_, grid, gpu_, device, settings_.settings, &groupReady));
   if (!groupReady) return Status::ok();
   std::vector<GpuFusedOp> ops;
   ops.reserve(bucket.ops.size());

@@ -49,11 +49,12 @@ bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device,
 // Collective over `comm` (the shim's private communicator whose ranks are `facts`), on a call
 // every rank agreed to run through NCCL: creates its NCCL communicators (world, torus row and
 // column of `grid`, which may be null) on `device` unless they exist. Returns ok with *ready
-// false, identically on every rank, when NCCL cannot run there (setup failed on some rank, two
-// ranks share a GPU): gpu.ncclUnusable then says why, and the caller stages the call instead. An
-// error is an MPI failure of the exchange itself.
+// false, identically on every rank, when NCCL cannot run there (setup failed or timed out on
+// some rank, GFSHIM_NCCL_INIT_TIMEOUT_SEC; two ranks share a GPU): gpu.ncclUnusable then says
+// why, and the caller stages the call instead. No rank is left waiting inside NCCL's
+// initialisation for a peer that gave up. An error is an MPI failure of the exchange itself.
 Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* grid,
-                       GpuCommState& gpu, int device, uint64_t residualCapBytes, bool* ready);
+                       GpuCommState& gpu, int device, const Settings& settings, bool* ready);
 
 // Collective over `comm`: whether any rank has the CUDA driver loaded (then GPU routes are
 // agreed per call).

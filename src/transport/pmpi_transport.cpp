@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "transport/private_tags.h"
+
 namespace gfshim {
 
 Status mpiErrorStatus(const char* what, int mpiError) {
@@ -87,13 +89,13 @@ Status PmpiTransport::postInto(const char* what, size_t bytes, int peer, bool re
 Status PmpiTransport::postSend(const void* data, size_t bytes, int peer, TransferId* id) {
   countPosted(bytes);
   return postInto("PMPI_Isend", bytes, peer, false, id, [&](int count, MPI_Request* request) {
-    return PMPI_Isend(data, count, MPI_BYTE, peer, kTag, comm_, request);
+    return PMPI_Isend(data, count, MPI_BYTE, peer, kTransportTag, comm_, request);
   });
 }
 
 Status PmpiTransport::postRecv(void* data, size_t bytes, int peer, TransferId* id) {
   return postInto("PMPI_Irecv", bytes, peer, true, id, [&](int count, MPI_Request* request) {
-    return PMPI_Irecv(data, count, MPI_BYTE, peer, kTag, comm_, request);
+    return PMPI_Irecv(data, count, MPI_BYTE, peer, kTransportTag, comm_, request);
   });
 }
 

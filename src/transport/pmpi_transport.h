@@ -43,7 +43,6 @@ class PmpiTransport : public Transport {
   Status postInto(const char* what, size_t bytes, int peer, bool receive, TransferId* id,
                   Post post);
 
-  static constexpr int kTag = 0x6f5;
   MPI_Comm comm_;
   int rank_;
   int size_;

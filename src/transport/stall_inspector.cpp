@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "transport/private_tags.h"
 #include "transport/stall_report.h"
 
 namespace gfshim {
@@ -45,8 +46,6 @@ OperationLabel WaitState::label() const {
 
 namespace {
 
-constexpr int kQueryTag = 0x6f6;
-constexpr int kAnswerTag = 0x6f7;
 constexpr int kGraceTicks = 2;
 
 // One watched wait state and the watchdog's progress on it.
@@ -88,24 +87,24 @@ bool probe(MPI_Comm comm, int tag, MPI_Status* status) {
 
 void Watchdog::answerQueries(Watched& w) {
   MPI_Status status;
-  while (probe(w.comm, kQueryTag, &status)) {
+  while (probe(w.comm, kStallQueryTag, &status)) {
     int64_t question = 0;
-    if (PMPI_Recv(&question, 1, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, w.comm,
+    if (PMPI_Recv(&question, 1, MPI_INT64_T, status.MPI_SOURCE, kStallQueryTag, w.comm,
                   MPI_STATUS_IGNORE) != MPI_SUCCESS) {
       return;
     }
     const int64_t since = w.state->waitingSinceNs();
     const int64_t answer[2] = {static_cast<int64_t>(w.state->operations()),
                                since == 0 ? -1 : (stallClockNs() - since) / 1000000};
-    PMPI_Send(answer, 2, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, w.comm);
+    PMPI_Send(answer, 2, MPI_INT64_T, status.MPI_SOURCE, kStallAnswerTag, w.comm);
   }
 }
 
 void Watchdog::collectAnswers(Watched& w) {
   MPI_Status status;
-  while (probe(w.comm, kAnswerTag, &status)) {
+  while (probe(w.comm, kStallAnswerTag, &status)) {
     int64_t answer[2] = {0, -1};
-    if (PMPI_Recv(answer, 2, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, w.comm,
+    if (PMPI_Recv(answer, 2, MPI_INT64_T, status.MPI_SOURCE, kStallAnswerTag, w.comm,
                   MPI_STATUS_IGNORE) != MPI_SUCCESS) {
       return;
     }
@@ -136,7 +135,7 @@ void Watchdog::tick(Watched& w, int64_t now) {
     w.answers.assign(static_cast<size_t>(w.size), StallAnswer{});
     const int64_t question = static_cast<int64_t>(w.state->operations());
     for (int r = 0; r < w.size; ++r) {
-      if (r != w.rank) PMPI_Send(&question, 1, MPI_INT64_T, r, kQueryTag, w.comm);
+      if (r != w.rank) PMPI_Send(&question, 1, MPI_INT64_T, r, kStallQueryTag, w.comm);
     }
     w.askedTicksAgo = 0;
     return;

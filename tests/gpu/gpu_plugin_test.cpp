@@ -13,7 +13,9 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -62,7 +64,8 @@ TEST(GpuPluginEverywhere, LoadsWithThisBuildsAbiVersion) {
   EXPECT_NE(api->probe, nullptr);
   EXPECT_NE(api->uniqueId, nullptr);
   EXPECT_NE(api->groupPrepare, nullptr);
-  EXPECT_NE(api->groupConnect, nullptr);
+  EXPECT_NE(api->groupConnectStart, nullptr);
+  EXPECT_NE(api->groupConnectPoll, nullptr);
   EXPECT_NE(api->fusedAllreduce, nullptr);
   EXPECT_NE(api->groupDestroy, nullptr);
   EXPECT_NE(api->supports, nullptr);
@@ -139,13 +142,17 @@ TEST(GpuPluginEverywhere, BadArgumentsFailWithAReasonAndLeaveNothing) {
   std::memset(why, 0, sizeof why);
   EXPECT_FALSE(api->groupPrepare(&spec, &group, why, sizeof why));
   EXPECT_STRNE(why, "");
-  EXPECT_FALSE(api->groupConnect(nullptr, why, sizeof why));
+  EXPECT_FALSE(api->groupConnectStart(nullptr, why, sizeof why));
+  std::memset(why, 0, sizeof why);
+  EXPECT_EQ(api->groupConnectPoll(nullptr, why, sizeof why), kGpuConnectFailed);
+  EXPECT_STRNE(why, "");
   GpuCall call;
   GpuCallRecord record;
   std::memset(why, 0, sizeof why);
   EXPECT_FALSE(api->allreduce(nullptr, &call, &record, why, sizeof why));
   EXPECT_STRNE(why, "");
-  api->groupDestroy(nullptr);  // a no-op
+  api->groupDestroy(nullptr, false);  // a no-op
+  api->groupDestroy(nullptr, true);
 }
 
 // ---- GPU cases ----------------------------------------------------------------------------------
@@ -185,7 +192,7 @@ class GpuPlugin : public ::testing::Test {
     if (!api_->probe(0, why, sizeof why)) GTEST_SKIP() << "no usable GPU: " << why;
   }
   void TearDown() override {
-    for (void* group : groups_) api_->groupDestroy(group);
+    for (void* group : groups_) api_->groupDestroy(group, false);
   }
 
   // A one-rank group on device 0 (with a 1 x 1 grid unless told otherwise); nullptr on failure.
@@ -204,8 +211,19 @@ class GpuPlugin : public ::testing::Test {
     }
     void* group = nullptr;
     ok = ok && api_->groupPrepare(&spec, &group, why, sizeof why);
-    const bool connected = ok && api_->groupConnect(group, why, sizeof why);
-    if (ok && !connected) api_->groupDestroy(group);
+    bool connected = ok && api_->groupConnectStart(group, why, sizeof why);
+    // One rank: NCCL's nonblocking initialisation finishes on its own; a minute is plenty.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int state = kGpuConnectPending;
+    while (connected && state == kGpuConnectPending) {
+      state = api_->groupConnectPoll(group, why, sizeof why);
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::snprintf(why, sizeof why, "NCCL initialisation of one rank took over 60 s");
+        break;
+      }
+    }
+    connected = connected && state == kGpuConnectDone;
+    if (ok && !connected) api_->groupDestroy(group, true);
     ok = connected;
     EXPECT_TRUE(ok) << why;
     if (!ok) return nullptr;

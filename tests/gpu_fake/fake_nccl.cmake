@@ -1,0 +1,80 @@
+# The NCCL path without a GPU: a fake plugin (tests/gpu_fake/fake_nccl_plugin.cpp) beside a copy
+# of libgfshim.so, under the fake CUDA driver. gpu_buffers_fake compares every result byte for
+# byte with PMPI_Allreduce on host copies, so these tests check what the shim does around NCCL:
+# the route vote, the unique ids of the world, torus rows and columns, fused buckets reduced by
+# the plugin, groups destroyed at the end; and the agreed fallback to staging, without a hang,
+# when one rank's NCCL setup fails (at preparation, at the start of the initialisation, or while
+# it runs) or never finishes (GFSHIM_NCCL_INIT_TIMEOUT_SEC). Each fault names rank 1; the fake
+# logs whether each group was destroyed or aborted.
+add_library(fake_nccl_plugin SHARED gpu_fake/fake_nccl_plugin.cpp)
+set_target_properties(fake_nccl_plugin PROPERTIES OUTPUT_NAME gfshim_cuda
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakenccl)
+target_include_directories(fake_nccl_plugin PRIVATE gpu_fake ${PROJECT_SOURCE_DIR}/cuda)
+target_compile_options(fake_nccl_plugin PRIVATE ${GFSHIM_WARNINGS})
+target_link_libraries(fake_nccl_plugin PRIVATE gfshim_core fake_cuda_driver
+                      "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cuda/gfshim_cuda.map"
+                      -Wl,--no-undefined)
+# The shim looks for its plugin beside itself: a copy of this build's libgfshim.so goes there.
+set(GFSHIM_FAKE_NCCL_SHIM ${CMAKE_CURRENT_BINARY_DIR}/fakenccl/libgfshim.so)
+add_custom_command(OUTPUT ${GFSHIM_FAKE_NCCL_SHIM}
+                   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:gfshim> ${GFSHIM_FAKE_NCCL_SHIM}
+                   DEPENDS gfshim)
+add_custom_target(fake_nccl_shim ALL DEPENDS ${GFSHIM_FAKE_NCCL_SHIM} fake_nccl_plugin)
+
+set(GFSHIM_FAKE_NCCL_RUN ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_with_shim.sh --mpi ${GFSHIM_MPI}
+    --launcher ${MPIEXEC_EXECUTABLE} --shim ${GFSHIM_FAKE_NCCL_SHIM} --time-limit 120
+    --env FAKE_CUDA_DEVICES=4 --env GFSHIM_GPU_STAGING_BYTES=64K)
+set(GFSHIM_FAKE_NCCL_CHECKS --expect-engine --expect "gpu_buffers: .* checks passed")
+
+if(GFSHIM_MPI STREQUAL "mpich")
+  set(GFSHIM_FAKE_NCCL_NP 2)
+else()
+  set(GFSHIM_FAKE_NCCL_NP 3)
+endif()
+add_test(NAME mpi_gpu_nccl_fake_ring
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP} ${GFSHIM_FAKE_NCCL_CHECKS}
+                 --expect "GFSHIM STATS gpu NCCL +[1-9]"
+                 --expect "fake NCCL rank 0: connected \\(world ${GFSHIM_FAKE_NCCL_NP} ranks"
+                 --expect "fake NCCL rank 0: group destroyed \\(connected\\)"
+                 --reject "aborted" --reject "WARN"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)
+if(GFSHIM_MPI STREQUAL "openmpi")
+  add_test(NAME mpi_gpu_nccl_fake_torus2x2
+           COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np 4 --env GFSHIM_ALGO=torus2d
+                   --env GFSHIM_TORUS_DIMS=2x2 ${GFSHIM_FAKE_NCCL_CHECKS}
+                   --expect "GFSHIM STATS gpu NCCL +[1-9]"
+                   --expect "fake NCCL rank 3: connected \\(world 4 ranks, row 2, column 2\\)"
+                   --reject "aborted" --reject "WARN"
+                   -- $<TARGET_FILE:gpu_buffers_fake> fused)
+endif()
+
+# One rank's NCCL setup goes wrong: every rank stages instead, every group is aborted.
+set(GFSHIM_FAKE_NCCL_FALLBACK ${GFSHIM_FAKE_NCCL_CHECKS}
+    --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
+    --expect "fake NCCL rank 0: group aborted" --reject "group destroyed")
+add_test(NAME mpi_gpu_nccl_fake_preparation_fails_on_one_rank
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+                 --env FAKE_NCCL_FAIL_PREPARE_RANK=1 ${GFSHIM_FAKE_NCCL_FALLBACK}
+                 --expect "NCCL not used on this communicator of ${GFSHIM_FAKE_NCCL_NP} ranks: NCCL preparation failed on another rank"
+                 --expect "NCCL preparation failed here: fake NCCL: injected preparation failure"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)
+add_test(NAME mpi_gpu_nccl_fake_initialisation_fails_to_start_on_one_rank
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+                 --env FAKE_NCCL_FAIL_START_RANK=1 ${GFSHIM_FAKE_NCCL_FALLBACK}
+                 --expect "NCCL not used on this communicator of ${GFSHIM_FAKE_NCCL_NP} ranks: NCCL initialisation failed on rank 1"
+                 --expect "NCCL initialisation failed here \\(rank 1\\): fake NCCL: injected failure to start"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)
+# Rank 1 takes part in every initialisation, so its peers finish theirs, then fails: they abort
+# the communicators they made.
+add_test(NAME mpi_gpu_nccl_fake_initialisation_fails_while_running_on_one_rank
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+                 --env FAKE_NCCL_FAIL_POLL_RANK=1 ${GFSHIM_FAKE_NCCL_FALLBACK}
+                 --expect "fake NCCL rank 0: group aborted \\(connected\\)"
+                 --expect "NCCL initialisation failed here \\(rank 1\\): fake NCCL: injected asynchronous failure"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)
+add_test(NAME mpi_gpu_nccl_fake_initialisation_hangs_on_one_rank
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+                 --env FAKE_NCCL_HANG_RANK=1 --env GFSHIM_NCCL_INIT_TIMEOUT_SEC=2
+                 ${GFSHIM_FAKE_NCCL_FALLBACK}
+                 --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_INIT_TIMEOUT_SEC\\)"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)

@@ -71,9 +71,10 @@ struct GpuCallRecord {
 };
 
 // One fused bucket of MPI_Iallreduce operations, all of one (dtype, op), every buffer on the
-// group's device: gathered into one device buffer in one kernel launch, reduced exactly (ring or
-// torus), scattered back in one launch. Returns when every recv holds its result (the plugin
-// waits for its stream). send == recv for MPI_IN_PLACE.
+// group's device: gathered into one device buffer in one kernel launch, reduced (ring or torus;
+// exact, or fp16/bf16 on the wire with the overflow redo, as GpuCall), scattered back in one
+// launch. Returns when every recv holds its result (the plugin waits for its stream). send ==
+// recv for MPI_IN_PLACE. CSC buckets are not fused on the GPU (the shim stages them).
 struct GpuFusedOp {
   const void* send = nullptr;
   void* recv = nullptr;
@@ -85,6 +86,8 @@ struct GpuFusedCall {
   DType dtype = DType::kFloat32;
   RedOp op = RedOp::kSum;
   bool torus = false;
+  WireCodec codec = WireCodec::kNone;  // only for kFloat32 + kSum, as GpuCall
+  bool prescale = false;
 };
 
 // What groupConnectPoll reports.
@@ -119,8 +122,8 @@ struct GpuPluginApi {
   // Collective over the group's world; see GpuCall.
   bool (*allreduce)(void* group, const GpuCall* call, GpuCallRecord* record, char* why,
                     size_t whyBytes);
-  // Collective over the group's world; see GpuFusedCall. *wireBytes: what this rank sent.
-  bool (*fusedAllreduce)(void* group, const GpuFusedCall* call, uint64_t* wireBytes, char* why,
+  // Collective over the group's world; see GpuFusedCall. *record: wire bytes and overflow redo.
+  bool (*fusedAllreduce)(void* group, const GpuFusedCall* call, GpuCallRecord* record, char* why,
                          size_t whyBytes);
 };
 

@@ -30,6 +30,9 @@
 //                 ncclAllReduce of the norms (exact), top-k selection, gather, the dense step
 //                 above on the packed values (packed -> summed, so no input copy), scatter into
 //                 recv and clear the selected residual chunks.
+//   fused bucket  one gather kernel packs the operations into the bucket, the exact or the
+//                 fp16/bf16 shape above runs on it in place, one scatter kernel unpacks it
+//                 (CSC buckets never come here: the shim stages them)
 //
 // Scratch is allocated before anything of a call is enqueued (cudaFree would synchronize the
 // device under a running collective otherwise), and CSC's sparse scratch before the agreement:
@@ -325,8 +328,9 @@ class NcclGroup {
   void markBroken() { broken_ = true; }
   // One blocking allreduce (see the top of the file); device already current.
   Status allreduce(const GpuCall& call, GpuCallRecord* record);
-  // One fused bucket: gather (one launch), exact allreduce in place, scatter (one launch).
-  Status fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes);
+  // One fused bucket: gather (one launch), allreduce in place (exact, or 16 bits on the wire),
+  // scatter (one launch).
+  Status fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record);
 
   int device() const { return spec_.device; }
 
@@ -673,11 +677,15 @@ Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
   return Status::ok();
 }
 
-Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes) {
+Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record) {
   GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus));
   ncclDataType_t type;
   ncclRedOp_t op;
   GFSHIM_RETURN_IF_ERROR(ncclTypeAndOp(call.dtype, call.op, &type, &op));
+  const bool lossy = call.codec != WireCodec::kNone;
+  if (lossy && (call.dtype != DType::kFloat32 || call.op != RedOp::kSum)) {
+    return Status::error(StatusCode::kInvalidArgument, "lossy modes need float32 with sum");
+  }
   // Both tables in one host vector: [0, n) gathers from the sends, [n, 2n) scatters to the recvs.
   const size_t n = call.opCount;
   slices_.resize(2 * n);
@@ -692,9 +700,18 @@ Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes) 
   if (offset % elementBytes != 0) {
     return Status::error(StatusCode::kInvalidArgument, "fused bucket of partial elements");
   }
+  const size_t count = offset / elementBytes;
+  // The bucket as one lossy call on itself (in place: the input copy keeps it for a redo).
+  GpuCall dense;
+  dense.dtype = call.dtype;
+  dense.op = call.op;
+  dense.torus = call.torus;
+  dense.codec = call.codec;
+  dense.prescale = call.prescale;
   // Everything that can fail alone comes before the first collective.
   GFSHIM_RETURN_IF_ERROR(bucket_.reserve(offset, "a fused bucket"));
   GFSHIM_RETURN_IF_ERROR(sliceTables_.reserve(2 * n * sizeof(FusionSlice), "fusion tables"));
+  GFSHIM_RETURN_IF_ERROR(reserveDenseScratch(dense, count, true));
   auto* tables = sliceTables_.as<FusionSlice>();
   void* bucket = bucket_.as<void>();
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemcpyAsync of the fusion tables",
@@ -703,8 +720,13 @@ Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, uint64_t* wireBytes) 
   GFSHIM_KERNEL_RETURN_IF_ERROR("fusionGatherDevice",
                                 fusionGatherDevice(tables, n, bucket, stream_));
   broken_ = true;  // until the call completes: see the top of the file
-  GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(bucket, bucket, offset / elementBytes, type, elementBytes,
-                                          op, call.torus, wireBytes));
+  if (lossy) {
+    auto* values = static_cast<float*>(bucket);
+    GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(dense, values, values, count, record));
+  } else {
+    GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(bucket, bucket, count, type, elementBytes, op,
+                                            call.torus, &record->wireBytes));
+  }
   GFSHIM_KERNEL_RETURN_IF_ERROR("fusionScatterDevice",
                                 fusionScatterDevice(tables + n, n, bucket, stream_));
   GFSHIM_RETURN_IF_ERROR(waitForStream("the fused allreduce"));
@@ -1020,18 +1042,18 @@ bool supports(DType dtype, RedOp op) noexcept {
   return ncclTypeOf(dtype, &type) && ncclOpOf(op, &nccl);
 }
 
-bool fusedAllreduce(void* group, const GpuFusedCall* call, uint64_t* wireBytes, char* why,
+bool fusedAllreduce(void* group, const GpuFusedCall* call, GpuCallRecord* record, char* why,
                     size_t whyBytes) noexcept {
   try {
-    if (group == nullptr || call == nullptr || wireBytes == nullptr) {
-      setWhy(why, whyBytes, "fusedAllreduce: null group, call or wireBytes");
+    if (group == nullptr || call == nullptr || record == nullptr) {
+      setWhy(why, whyBytes, "fusedAllreduce: null group, call or record");
       return false;
     }
-    *wireBytes = 0;
+    *record = GpuCallRecord{};
     auto* made = static_cast<NcclGroup*>(group);
     DeviceGuard guard;
     Status status = guard.enter(made->device());
-    if (status.isOk()) status = made->fusedAllreduce(*call, wireBytes);
+    if (status.isOk()) status = made->fusedAllreduce(*call, record);
     if (!status.isOk()) {
       setWhy(why, whyBytes, "%s", status.message().c_str());
       return false;

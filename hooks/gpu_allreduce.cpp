@@ -64,19 +64,8 @@ Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& 
                          MPI_ERR_OTHER);
   }
   if (plan.lossy.any()) {
-    LossyRecord lossy;
-    lossy.modes = plan.lossy;
-    lossy.bytesIn = call.bytes();
-    lossy.wireBytes = record.wireBytes;
-    lossy.commSize = state.facts.size;
-    lossy.redone = record.overflowRedo;
-    if (record.sparse && record.chunks > 0) {
-      lossy.sparseElements = gpuCall.count;
-      lossy.sentElements = static_cast<uint64_t>(static_cast<double>(gpuCall.count) *
-                                                 static_cast<double>(record.selectedChunks) /
-                                                 static_cast<double>(record.chunks));
-    }
-    rt.stats.recordLossy(lossy);
+    rt.stats.recordLossy(
+        ncclLossyRecord(plan.lossy, call.bytes(), gpuCall.count, state.facts.size, record));
   }
   return Status::ok();
 }

@@ -282,12 +282,18 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
   call.dtype = bucket.dtype;
   call.op = bucket.op;
   call.torus = plan.algo == Algo::kTorus2d && grid != nullptr;
-  uint64_t wireBytes = 0;
+  call.codec = plan.lossy.codec;
+  call.prescale = settings_.settings.prescale;
+  GpuCallRecord record;
   char why[256] = {};
-  if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &wireBytes, why,
+  if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &record, why,
                                                 sizeof(why))) {
     return Status::error(StatusCode::kTransportError, std::string("NCCL fused allreduce: ") + why,
                          MPI_ERR_OTHER);
+  }
+  if (plan.lossy.any()) {
+    stats_->recordLossy(ncclLossyRecord(plan.lossy, bucket.bytes,
+                                        static_cast<size_t>(bucket.count), facts_.size, record));
   }
   *done = true;
   return Status::ok();
@@ -317,7 +323,8 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
                                ? std::string()
                                : "\"bytes\": " + std::to_string(bucket.bytes) +
                                      ", \"operations\": " + std::to_string(bucket.ops.size());
-  if (gpu_.driverOnSomeRank && plan.route == Route::kEngine && !plan.lossy.any()) {
+  // CSC buckets are staged: their residuals per operation live in host memory.
+  if (gpu_.driverOnSomeRank && plan.route == Route::kEngine && !plan.lossy.sparse) {
     const auto start = std::chrono::steady_clock::now();
     bool done = false;
     std::optional<TimelinePhase> phase;

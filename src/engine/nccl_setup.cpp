@@ -29,6 +29,23 @@ bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device,
   return GpuPlugin::usableOn(device, why) && GpuPlugin::load(nullptr)->supports(dtype, op);
 }
 
+LossyRecord ncclLossyRecord(const LossyModes& modes, uint64_t bytesIn, size_t count, int commSize,
+                            const GpuCallRecord& record) {
+  LossyRecord lossy;
+  lossy.modes = modes;
+  lossy.bytesIn = bytesIn;
+  lossy.wireBytes = record.wireBytes;
+  lossy.commSize = commSize;
+  lossy.redone = record.overflowRedo;
+  if (record.sparse && record.chunks > 0) {
+    lossy.sparseElements = count;
+    lossy.sentElements = static_cast<uint64_t>(static_cast<double>(count) *
+                                               static_cast<double>(record.selectedChunks) /
+                                               static_cast<double>(record.chunks));
+  }
+  return lossy;
+}
+
 Status agreeDriverOnSomeRank(MPI_Comm comm, bool* anywhere) {
   int here = CudaDriver::inProcess() != nullptr ? 1 : 0, any = 0;
   const int rc = PMPI_Allreduce(&here, &any, 1, MPI_INT, MPI_MAX, comm);

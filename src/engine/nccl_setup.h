@@ -11,8 +11,10 @@
 
 #include "algo/torus_grid.h"
 #include "common/status.h"
+#include "cuda/gpu_plugin_api.h"
 #include "engine/policy.h"
 #include "engine/staged_allreduce.h"
+#include "engine/stats.h"
 #include "topo/topology.h"
 
 namespace gfshim {
@@ -55,6 +57,11 @@ bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device,
 // initialisation for a peer that gave up. An error is an MPI failure of the exchange itself.
 Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* grid,
                        GpuCommState& gpu, int device, const Settings& settings, bool* ready);
+
+// The stats record of a lossy call or bucket of `count` elements (bytesIn bytes) that the plugin
+// reduced, from what it reported.
+LossyRecord ncclLossyRecord(const LossyModes& modes, uint64_t bytesIn, size_t count, int commSize,
+                            const GpuCallRecord& record);
 
 // Collective over `comm`: whether any rank has the CUDA driver loaded (then GPU routes are
 // agreed per call).

@@ -21,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/csc.h"
@@ -300,9 +301,9 @@ TEST_F(GpuPlugin, ExactRingAndTorusReturnTheInputForOneRank) {
   check(DType::kInt32, int32_t{0});
 }
 
-// A fused bucket of many tensors of odd sizes, in place and not, ring and torus: on one rank
-// every recv must come back as its own send (the gather/scatter offsets and the in-place
-// allreduce of the bucket).
+// A fused bucket of many tensors of odd sizes, in place and not, ring and torus, exact and fp16
+// on the wire (the values are exact in fp16): on one rank every recv must come back as its own
+// send (the gather/scatter offsets and the in-place allreduce of the bucket).
 TEST_F(GpuPlugin, FusedBucketReturnsEveryTensorForOneRank) {
   void* group = makeGroup();
   ASSERT_NE(group, nullptr);
@@ -321,8 +322,12 @@ TEST_F(GpuPlugin, FusedBucketReturnsEveryTensorForOneRank) {
     ops.push_back({inPlace ? recvs.back()->get() : sends.back()->get(), recvs.back()->get(),
                    count * sizeof(float)});
   }
-  for (bool torus : {false, true}) {
-    SCOPED_TRACE(torus ? "torus" : "ring");
+  for (const auto& [torus, codec] : {std::pair{false, WireCodec::kNone},
+                                     std::pair{true, WireCodec::kNone},
+                                     std::pair{false, WireCodec::kFp16},
+                                     std::pair{true, WireCodec::kFp16}}) {
+    SCOPED_TRACE(std::string(torus ? "torus" : "ring") +
+                 (codec == WireCodec::kFp16 ? ", fp16" : ", exact"));
     for (size_t t = 0; t < kTensors; ++t) {
       ASSERT_TRUE(recvs[t]->poison());
       ASSERT_TRUE((t % 2 == 0 ? *recvs[t] : *sends[t]).upload(inputs[t].data()));
@@ -333,10 +338,13 @@ TEST_F(GpuPlugin, FusedBucketReturnsEveryTensorForOneRank) {
     call.dtype = DType::kFloat32;
     call.op = RedOp::kSum;
     call.torus = torus;
-    uint64_t wireBytes = 12345;
+    call.codec = codec;
+    GpuCallRecord record;
+    record.wireBytes = 12345;
     char why[512] = {};
-    ASSERT_TRUE(api_->fusedAllreduce(group, &call, &wireBytes, why, sizeof why)) << why;
-    EXPECT_EQ(wireBytes, 0u);
+    ASSERT_TRUE(api_->fusedAllreduce(group, &call, &record, why, sizeof why)) << why;
+    EXPECT_EQ(record.wireBytes, 0u);
+    EXPECT_FALSE(record.overflowRedo);
     for (size_t t = 0; t < kTensors; ++t) {
       std::vector<float> got(inputs[t].size());
       ASSERT_TRUE(recvs[t]->download(got.data()));

@@ -2,7 +2,7 @@
 # of libgfshim.so, under the fake CUDA driver. gpu_buffers_fake compares every result byte for
 # byte with PMPI_Allreduce on host copies, so these tests check what the shim does around NCCL:
 # the route vote, the unique ids of the world, torus rows and columns, fused buckets reduced by
-# the plugin, groups destroyed at the end; and the agreed fallback to staging, without a hang,
+# the plugin, fp16/bf16 on the wire for both, groups destroyed at the end; and the agreed fallback to staging, without a hang,
 # when one rank's NCCL setup fails (at preparation, at the start of the initialisation, or while
 # it runs) or never finishes (GFSHIM_NCCL_INIT_TIMEOUT_SEC). Each fault names rank 1; the fake
 # logs whether each group was destroyed or aborted.
@@ -47,6 +47,19 @@ if(GFSHIM_MPI STREQUAL "openmpi")
                    --reject "aborted" --reject "WARN"
                    -- $<TARGET_FILE:gpu_buffers_fake> fused)
 endif()
+
+# 16 bits on the wire through the plugin, blocking calls and fused buckets (the values are exact
+# in both formats, so the comparison stays byte for byte).
+foreach(codec fp16 bf16)
+  add_test(NAME mpi_gpu_nccl_fake_${codec}
+           COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP} --env GFSHIM_COMPRESS=${codec}
+                   --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_FAKE_NCCL_CHECKS}
+                   --expect "GFSHIM STATS gpu NCCL +[1-9]" --expect "GFSHIM STATS lossy ${codec} +[1-9]"
+                   --expect "group destroyed \\(connected\\), [1-9][0-9]* calls, 0 fused, [1-9][0-9]* with 16 bits"
+                   --expect "group destroyed \\(connected\\), 0 calls, [1-9][0-9]* fused, [1-9][0-9]* with 16 bits"
+                   --reject "aborted" --reject "WARN"
+                   -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
+endforeach()
 
 # One rank's NCCL setup goes wrong: every rank stages instead, every group is aborted.
 set(GFSHIM_FAKE_NCCL_FALLBACK ${GFSHIM_FAKE_NCCL_CHECKS}

@@ -12,7 +12,8 @@
 // takes part, as NCCL's does. Initialisation is nonblocking like the real plugin's: start, then
 // polls. An allreduce writes this rank's input to c<call>.<rank>, waits for every rank's file of
 // that call and reduces them in rank order (exact; the torus runs on the world: the same result).
-// Lossy calls are refused: the tests of this fake run exact calls only.
+// fp16/bf16 on the wire is emulated with the CPU codec (encode, sum, decode, the overflow redo);
+// CSC calls are refused (the tests of this fake do not run CSC).
 //
 // Faults, by world rank (each variable names one rank):
 //   FAKE_NCCL_FAIL_PREPARE_RANK  groupPrepare fails there
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "algo/reducer.h"
+#include "compress/half_codec.h"
 #include "gpu_plugin_api.h"
 
 extern "C" {
@@ -227,59 +230,132 @@ class FakeGroup {
     return gfshim::kGpuConnectDone;
   }
 
-  // recv = op over the world of send (count elements), through the files of one call.
-  bool reduce(const void* send, void* recv, size_t count, DType dtype, RedOp op, char* why,
-              size_t whyBytes) {
-    const gfshim::ReduceFn reduceFn = gfshim::cpuReduceFn(dtype, op);
-    const size_t bytes = count * gfshim::dtypeBytes(dtype);
-    std::vector<char> mine(bytes), theirs(bytes), sum(bytes);
-    if (bytes > 0 && cuMemcpyDtoH_v2(mine.data(), reinterpret_cast<CUdeviceptr>(send), bytes)) {
-      setWhy(why, whyBytes, "fake NCCL: cannot read the send buffer");
-      return false;
-    }
-    const std::string prefix = world_.directory + "/c" + std::to_string(++calls_) + ".";
-    if (!writeAll(prefix + std::to_string(world_.rank), mine.data(), bytes)) {
+  // Every rank's `bytes` of this call in rank order, through the files of one call: this rank
+  // writes c<call>.<rank>, then reads every rank's.
+  bool gatherAll(const char* mine, size_t bytes, std::vector<char>* everyone, char* why,
+                 size_t whyBytes) {
+    const std::string prefix = world_.directory + "/c" + std::to_string(++exchanges_) + ".";
+    if (!writeAll(prefix + std::to_string(world_.rank), mine, bytes)) {
       setWhy(why, whyBytes, "fake NCCL: cannot write %s", prefix.c_str());
       return false;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kWaitSeconds);
+    everyone->resize(bytes * static_cast<size_t>(world_.size));
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(kWaitSeconds);
     for (int r = 0; r < world_.size; ++r) {
       const std::string path = prefix + std::to_string(r);
       while (!exists(path)) {
         if (std::chrono::steady_clock::now() > deadline) {
-          setWhy(why, whyBytes, "fake NCCL: rank %d missing from call %llu", r,
-                 static_cast<unsigned long long>(calls_));
+          setWhy(why, whyBytes, "fake NCCL: rank %d missing from exchange %llu", r, exchanges_);
           return false;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-      if (!readAll(path, r == 0 ? sum.data() : theirs.data(), bytes)) {
+      if (!readAll(path, everyone->data() + bytes * static_cast<size_t>(r), bytes)) {
         setWhy(why, whyBytes, "fake NCCL: cannot read %s", path.c_str());
         return false;
       }
-      if (r > 0) reduceFn(theirs.data(), sum.data(), sum.data(), count);  // out may alias b
     }
-    // Every rank has written this call, so every rank has read the previous one.
-    if (calls_ > 1) unlink((world_.directory + "/c" + std::to_string(calls_ - 1) + "." + std::to_string(world_.rank)).c_str());
-    if (bytes > 0 && cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(recv), sum.data(), bytes)) {
-      setWhy(why, whyBytes, "fake NCCL: cannot write the receive buffer");
-      return false;
+    // Every rank has written this exchange, so every rank has read the previous one.
+    if (exchanges_ > 1) {
+      unlink((world_.directory + "/c" + std::to_string(exchanges_ - 1) + "." +
+              std::to_string(world_.rank))
+                 .c_str());
     }
     return true;
   }
 
+  // values = op over the world of values (count elements, host memory), in rank order.
+  bool reduceHost(char* values, size_t count, DType dtype, RedOp op, uint64_t* wireBytes,
+                  char* why, size_t whyBytes) {
+    const size_t bytes = count * gfshim::dtypeBytes(dtype);
+    std::vector<char> everyone;
+    if (!gatherAll(values, bytes, &everyone, why, whyBytes)) return false;
+    const gfshim::ReduceFn reduceFn = gfshim::cpuReduceFn(dtype, op);
+    std::memcpy(values, everyone.data(), bytes);
+    for (int r = 1; r < world_.size; ++r)  // out may alias the second input
+      reduceFn(everyone.data() + bytes * static_cast<size_t>(r), values, values, count);
+    *wireBytes += ringBytes(bytes);
+    return true;
+  }
+
+  // The float sum of values with 16-bit values on the wire, as the real plugin: encode (times
+  // 1/p with prescale), the sum of the 16-bit values (here in float, rounded once to 16 bits),
+  // decode (times p); Inf/NaN in the result redoes it exactly from the kept input.
+  bool reduceHostLossy(float* values, size_t count, gfshim::WireCodec codec, bool prescale,
+                       GpuCallRecord* record, char* why, size_t whyBytes) {
+    const gfshim::HalfFormat format =
+        codec == gfshim::WireCodec::kBf16 ? gfshim::HalfFormat::kBf16 : gfshim::HalfFormat::kFp16;
+    const float ranks = static_cast<float>(world_.size);
+    std::vector<float> input(values, values + count);
+    std::vector<uint16_t> wire(count);
+    gfshim::encodeHalf(format, values, prescale ? 1.0f / ranks : 1.0f, wire.data(), count);
+    std::vector<char> everyone;
+    const size_t bytes = count * sizeof(uint16_t);
+    if (!gatherAll(reinterpret_cast<const char*>(wire.data()), bytes, &everyone, why, whyBytes))
+      return false;
+    record->wireBytes += ringBytes(bytes);
+    std::vector<float> decoded(count), sum(count, 0.0f);
+    for (int r = 0; r < world_.size; ++r) {
+      gfshim::decodeHalf(format,
+                         reinterpret_cast<const uint16_t*>(everyone.data() +
+                                                           bytes * static_cast<size_t>(r)),
+                         decoded.data(), count);
+      for (size_t i = 0; i < count; ++i) sum[i] += decoded[i];
+    }
+    gfshim::encodeHalf(format, sum.data(), 1.0f, wire.data(), count);
+    gfshim::decodeHalf(format, wire.data(), values, count);
+    bool finite = true;
+    for (size_t i = 0; i < count; ++i) {
+      if (prescale) values[i] *= ranks;
+      finite = finite && std::isfinite(values[i]);
+    }
+    if (finite) return true;
+    record->overflowRedo = true;
+    std::memcpy(values, input.data(), count * sizeof(float));
+    return reduceHost(reinterpret_cast<char*>(values), count, DType::kFloat32, RedOp::kSum,
+                      &record->wireBytes, why, whyBytes);
+  }
+
+  // One call on `count` elements of device memory (send -> recv), exact or lossy.
+  bool reduceDevice(const void* send, void* recv, size_t count, DType dtype, RedOp op,
+                    gfshim::WireCodec codec, bool prescale, GpuCallRecord* record, char* why,
+                    size_t whyBytes) {
+    const size_t bytes = count * gfshim::dtypeBytes(dtype);
+    std::vector<char> values(bytes);
+    if (bytes > 0 && cuMemcpyDtoH_v2(values.data(), reinterpret_cast<CUdeviceptr>(send), bytes)) {
+      setWhy(why, whyBytes, "fake NCCL: cannot read the send buffer");
+      return false;
+    }
+    const bool ok = codec == gfshim::WireCodec::kNone
+                        ? reduceHost(values.data(), count, dtype, op, &record->wireBytes, why,
+                                     whyBytes)
+                        : reduceHostLossy(reinterpret_cast<float*>(values.data()), count, codec,
+                                          prescale, record, why, whyBytes);
+    if (!ok) return false;
+    if (bytes > 0 && cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(recv), values.data(), bytes)) {
+      setWhy(why, whyBytes, "fake NCCL: cannot write the receive buffer");
+      return false;
+    }
+    if (codec != gfshim::WireCodec::kNone) ++codecCalls_;
+    return true;
+  }
+
   // NCCL's ring: each rank sends 2(p-1)/p of the payload.
-  uint64_t wireBytes(uint64_t bytes) const {
+  uint64_t ringBytes(uint64_t bytes) const {
     const uint64_t p = static_cast<uint64_t>(spec_.worldSize);
     return p <= 1 ? 0 : 2 * (bytes / p * (p - 1) + bytes % p * (p - 1) / p);
   }
+
+  unsigned long long calls = 0, fusedCalls = 0;
+  unsigned long long codecCalls() const { return codecCalls_; }
 
  private:
   enum Stage { kPrepared, kWorld, kRow, kColumn, kConnected };
   GpuGroupSpec spec_;
   FakeComm world_, row_, column_;
   Stage stage_ = kPrepared;
-  unsigned long long calls_ = 0;
+  unsigned long long exchanges_ = 0, codecCalls_ = 0;
 };
 
 bool probe(int device, char* why, size_t whyBytes) noexcept {
@@ -322,8 +398,12 @@ int groupConnectPoll(void* group, char* why, size_t whyBytes) noexcept {
 void groupDestroy(void* group, bool abort) noexcept {
   if (group == nullptr) return;
   auto* made = static_cast<FakeGroup*>(group);
-  std::fprintf(stderr, "fake NCCL rank %d: group %s (%s)\n", made->rank(),
-               abort ? "aborted" : "destroyed", made->connected() ? "connected" : "not connected");
+  std::fprintf(stderr,
+               "fake NCCL rank %d: group %s (%s), %llu calls, %llu fused, %llu with 16 bits on "
+               "the wire\n",
+               made->rank(), abort ? "aborted" : "destroyed",
+               made->connected() ? "connected" : "not connected", made->calls, made->fusedCalls,
+               made->codecCalls());
   delete made;
 }
 
@@ -333,26 +413,25 @@ bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* wh
                size_t whyBytes) noexcept {
   auto* made = static_cast<FakeGroup*>(group);
   *record = GpuCallRecord{};
-  if (call->codec != gfshim::WireCodec::kNone || call->cscDensity > 0) {
-    setWhy(why, whyBytes, "fake NCCL: lossy calls are not faked");
+  if (call->cscDensity > 0) {
+    setWhy(why, whyBytes, "fake NCCL: CSC is not faked");
     return false;
   }
   ContextScope context(made->device());
-  if (!made->reduce(call->send, call->recv, call->count, call->dtype, call->op, why, whyBytes))
-    return false;
-  record->wireBytes = made->wireBytes(call->count * gfshim::dtypeBytes(call->dtype));
-  return true;
+  ++made->calls;
+  return made->reduceDevice(call->send, call->recv, call->count, call->dtype, call->op,
+                            call->codec, call->prescale, record, why, whyBytes);
 }
 
-// The bucket gathered into one host buffer, one reduction, scattered back.
-bool fusedAllreduce(void* group, const GpuFusedCall* call, uint64_t* wireBytes, char* why,
+// The bucket gathered into one device buffer, one reduction there, scattered back.
+bool fusedAllreduce(void* group, const GpuFusedCall* call, GpuCallRecord* record, char* why,
                     size_t whyBytes) noexcept {
   auto* made = static_cast<FakeGroup*>(group);
+  *record = GpuCallRecord{};
   ContextScope context(made->device());
+  ++made->fusedCalls;
   uint64_t total = 0;
   for (size_t i = 0; i < call->opCount; ++i) total += call->ops[i].bytes;
-  const size_t elementBytes = gfshim::dtypeBytes(call->dtype);
-  // A device scratch buffer for the packed bucket, as the real plugin's.
   CUdeviceptr packed = 0;
   if (cuMemAlloc_v2(&packed, total > 0 ? total : 1) != 0) {
     setWhy(why, whyBytes, "fake NCCL: no device memory for a bucket");
@@ -369,7 +448,9 @@ bool fusedAllreduce(void* group, const GpuFusedCall* call, uint64_t* wireBytes, 
   ok = ok && cuMemcpyHtoD_v2(packed, staging.data(), total) == 0;
   if (!ok) setWhy(why, whyBytes, "fake NCCL: cannot gather the bucket");
   void* bucket = reinterpret_cast<void*>(packed);
-  ok = ok && made->reduce(bucket, bucket, total / elementBytes, call->dtype, call->op, why, whyBytes);
+  ok = ok && made->reduceDevice(bucket, bucket, total / gfshim::dtypeBytes(call->dtype),
+                                call->dtype, call->op, call->codec, call->prescale, record, why,
+                                whyBytes);
   if (ok && cuMemcpyDtoH_v2(staging.data(), packed, total) != 0) {
     setWhy(why, whyBytes, "fake NCCL: cannot read the reduced bucket");
     ok = false;
@@ -382,9 +463,7 @@ bool fusedAllreduce(void* group, const GpuFusedCall* call, uint64_t* wireBytes, 
     if (!ok) setWhy(why, whyBytes, "fake NCCL: cannot scatter the bucket");
   }
   cuMemFree_v2(packed);
-  if (!ok) return false;
-  *wireBytes = made->wireBytes(total);
-  return true;
+  return ok;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
  *              ranks run the same pipeline blocks)
  *     fused    bursts of MPI_Iallreduce on device (and host) buffers, in place and not, completed
  *              with MPI_Waitall
+ *     nohost   the fused tensors all in device memory (otherwise every third one is in host
+ *              memory), so whole buckets can go to NCCL
  *     kinds    also send and receive buffers of different kinds on one rank (host -> device,
  *              device -> host)
  *     lossy    also float SUMs the lossy modes take (values exact in fp16, so the check is exact)
@@ -25,7 +27,7 @@
 
 #include "cuda_test_api.h"
 
-static int gRank, gSize, gOnDevice;
+static int gRank, gSize, gOnDevice, gFusedHostTensors = 1;
 static long gChecks;
 
 #define CHECK_CU(call)                                                         \
@@ -140,8 +142,8 @@ static void blockingCase(MPI_Datatype type, MPI_Op op, size_t count, int inPlace
   blockingCaseOn(type, op, count, inPlace, seed, gOnDevice, gOnDevice);
 }
 
-/* A burst of Iallreduces (every third one in host memory on every rank, every other one out of
- * place), then MPI_Waitall. */
+/* A burst of Iallreduces (every third one in host memory on every rank unless nohost, every other
+ * one out of place), then MPI_Waitall. */
 static void fusedCase(int tensors, int seed) {
   struct Buffer* buffers = calloc((size_t)tensors, sizeof(struct Buffer));
   struct Buffer* sources = calloc((size_t)tensors, sizeof(struct Buffer));
@@ -157,9 +159,9 @@ static void fusedCase(int tensors, int seed) {
     wants[t] = malloc(bytes);
     fill(MPI_FLOAT, input, counts[t], seed + t);
     PMPI_Allreduce(input, wants[t], (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    buffers[t] = bufferMake(bytes, gOnDevice && t % 3 != 2);
+    buffers[t] = bufferMake(bytes, gOnDevice && (!gFusedHostTensors || t % 3 != 2));
     if (t % 2 == 1) {
-      sources[t] = bufferMake(bytes, gOnDevice && t % 3 != 1);
+      sources[t] = bufferMake(bytes, gOnDevice && (!gFusedHostTensors || t % 3 != 1));
       bufferWrite(&sources[t], input);
     } else {
       bufferWrite(&buffers[t], input);
@@ -243,6 +245,7 @@ int main(int argc, char** argv) {
     lossy |= strcmp(argv[i], "lossy") == 0;
     timed |= strcmp(argv[i], "time") == 0;
     kinds |= strcmp(argv[i], "kinds") == 0;
+    if (strcmp(argv[i], "nohost") == 0) gFusedHostTensors = 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);

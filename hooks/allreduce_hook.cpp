@@ -219,17 +219,24 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   plan = chooseAlgorithm(plan, state->facts, rt.settings, *call.dtype, *call.op, call.bytes());
   logPlanOnce(*state, call, plan);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
+  const void* send = call.inPlace ? a.recv : a.send;
+  GpuBallot ballot = gpuBallotFor(rt, *state, call, send, a.recv);
   if (rt.settings.checkCalls) {
-    // A mismatch is reported on every rank before any transfer; the state stays usable.
+    // A mismatch is reported on every rank before any transfer; the state stays usable. The GPU
+    // route vote rides in the same allreduce.
+    std::vector<int64_t> vote(ballot.vote.begin(), ballot.vote.end());
     status = agreeOnCall(state->privateComm, state->transport->waitState(),
-                         {call.count, *call.dtype, *call.op});
+                         {call.count, *call.dtype, *call.op}, ballot.voting ? &vote : nullptr);
     if (!status.isOk()) return reportError(a.comm, status);
+    if (ballot.voting) {
+      std::copy(vote.begin(), vote.end(), ballot.minimum.begin());
+      ballot.agreed = true;
+    }
   }
 
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
                reasonText(plan.reason));
   const auto start = std::chrono::steady_clock::now();
-  const void* send = call.inPlace ? a.recv : a.send;
   const TorusGrid* grid = state->torusGrid ? &*state->torusGrid : nullptr;
   // The host plan on one block of host memory (the whole call unless it is staged in blocks).
   const BlockReduce hostReduce = [&](const void* in, void* out, size_t first, size_t elements) {
@@ -254,7 +261,7 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
     return executePlan(plan, block, *state->transport, state->workspace, in, out, grid);
   };
   GpuRoute route = GpuRoute::kHost;
-  status = runPlacedAllreduce(rt, *state, call, plan, send, a.recv, hostReduce, &route);
+  status = runPlacedAllreduce(rt, *state, call, plan, send, a.recv, hostReduce, ballot, &route);
   if (status.isOk() && route == GpuRoute::kPassthrough) {
     rt.stats.record(Reason::kGpuNoPath, call.bytes(), 0, 0);
     rt.stats.recordGpu(kGpuToMpi, call.bytes());

@@ -72,24 +72,36 @@ Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& 
 
 }  // namespace
 
+GpuBallot gpuBallotFor(const Runtime& rt, const CommState& state, const CallInfo& call,
+                       const void* send, const void* recv) {
+  GpuBallot ballot;
+  ballot.at = CudaDriver::placementsOf(CudaDriver::inProcess(), send, recv);
+  ballot.voting = state.gpu.driverOnSomeRank;
+  if (ballot.voting) {
+    GpuVote vote;
+    vote.device = ballot.at.anyDevice();
+    vote.ncclReady = vote.device && ncclReadyFor(rt, state, call, ballot.at);
+    vote.cannotStage = vote.device && !rt.settings.gpuStaging;
+    ballot.vote = encodeGpuVote(vote);
+  }
+  return ballot;
+}
+
 Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, const Plan& plan,
                           const void* send, void* recv, const BlockReduce& hostReduce,
-                          GpuRoute* route) {
+                          const GpuBallot& ballot, GpuRoute* route) {
   const CudaDriver* driver = CudaDriver::inProcess();
-  const BufferPlacements at = CudaDriver::placementsOf(driver, send, recv);
+  const BufferPlacements& at = ballot.at;
   const size_t count = static_cast<size_t>(call.count);
   *route = at.anyDevice() ? GpuRoute::kStaged : GpuRoute::kHost;
   size_t blockElements = count;  // one block: the same wire pattern as a host call
-  if (state.gpu.driverOnSomeRank) {
-    GpuVote vote;
-    vote.device = at.anyDevice();
-    vote.ncclReady = vote.device && ncclReadyFor(rt, state, call, at);
-    vote.cannotStage = vote.device && !rt.settings.gpuStaging;
-    const std::array<int32_t, 3> mine = encodeGpuVote(vote);
-    std::array<int32_t, 3> minimum{};
-    const int rc =
-        PMPI_Allreduce(mine.data(), minimum.data(), 3, MPI_INT32_T, MPI_MIN, state.privateComm);
-    if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (GPU route agreement)", rc);
+  if (ballot.voting) {
+    std::array<int32_t, 3> minimum = ballot.minimum;
+    if (!ballot.agreed) {
+      const int rc = PMPI_Allreduce(ballot.vote.data(), minimum.data(), 3, MPI_INT32_T, MPI_MIN,
+                                    state.privateComm);
+      if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (GPU route agreement)", rc);
+    }
     *route = decideGpuRoute(minimum);
     if (*route == GpuRoute::kNccl) {
       bool ready = false;

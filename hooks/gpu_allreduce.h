@@ -5,6 +5,9 @@
 // without CUDA support never sees a device pointer unless the user asked for that.
 #pragma once
 
+#include <array>
+#include <cstdint>
+
 #include "cuda/cuda_driver.h"
 #include "engine/comm_registry.h"
 #include "engine/gpu_route.h"
@@ -14,12 +17,27 @@
 
 namespace gfshim::hooks {
 
+// This rank's side of an engine call's GPU route (local): where its buffers are and, on a
+// communicator where some rank has the CUDA driver (state.gpu.driverOnSomeRank), its vote
+// (engine/gpu_route.h), which every rank must agree on before the call runs.
+struct GpuBallot {
+  BufferPlacements at;
+  bool voting = false;                // the route is agreed per call on this communicator
+  std::array<int32_t, 3> vote{};      // encodeGpuVote of this rank
+  bool agreed = false;                // `minimum` holds the agreed vote already
+  std::array<int32_t, 3> minimum{};   // the element-wise MIN of every rank's vote
+};
+GpuBallot gpuBallotFor(const Runtime& rt, const CommState& state, const CallInfo& call,
+                       const void* send, const void* recv);
+
 // Runs an engine call (plan decided, state set up). `hostReduce` runs the host plan on host
-// buffers (one block of the call). *route says what happened; kPassthrough means nothing ran and
-// the caller hands the call to the MPI. Errors after the agreement are errors of the call.
+// buffers (one block of the call). A ballot that is voting and not yet agreed is agreed here
+// (one small allreduce; the blocking hook folds it into its argument check instead). *route says
+// what happened; kPassthrough means nothing ran and the caller hands the call to the MPI. Errors
+// after the agreement are errors of the call.
 Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, const Plan& plan,
                           const void* send, void* recv, const BlockReduce& hostReduce,
-                          GpuRoute* route);
+                          const GpuBallot& ballot, GpuRoute* route);
 
 // Whether a pass-through call for `reason` could be staged around the MPI call: a valid blocking
 // call of a predefined datatype, in a process that has the CUDA driver loaded. Inline: every tiny

@@ -1,5 +1,7 @@
 #include "engine/call_check.h"
 
+#include <algorithm>
+
 #include "transport/pmpi_transport.h"
 
 namespace gfshim {
@@ -28,18 +30,22 @@ std::string describe(const CallShape& shape) {
 
 }  // namespace
 
-Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine) {
+Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine,
+                   std::vector<int64_t>* alsoLeast) {
   std::vector<int64_t> values = {mine.count, static_cast<int64_t>(mine.dtype),
                                  static_cast<int64_t>(mine.op)};
+  if (alsoLeast != nullptr) values.insert(values.end(), alsoLeast->begin(), alsoLeast->end());
+  const size_t n = values.size();
   GFSHIM_RETURN_IF_ERROR(agreeLeastAndMost(
       comm, wait, {"allreduce argument check", mine.count, mine.dtype, mine.op}, values));
+  if (alsoLeast != nullptr) std::copy(values.begin() + 3, values.begin() + n, alsoLeast->begin());
   const char* what[] = {"counts", "datatypes", "ops"};
   const int classes[] = {MPI_ERR_COUNT, MPI_ERR_TYPE, MPI_ERR_OP};
   for (size_t i = 0; i < 3; ++i) {
-    if (values[i] == values[3 + i]) continue;
+    if (values[i] == values[n + i]) continue;
     std::string range = std::string(what[i]) + " differ across ranks";
     if (i == 0) {
-      range = "counts from " + std::to_string(values[0]) + " to " + std::to_string(values[3]);
+      range = "counts from " + std::to_string(values[0]) + " to " + std::to_string(values[n]);
     }
     return Status::error(StatusCode::kTransportError,
                          "the ranks passed different arguments to one MPI_Allreduce (" + range +

@@ -35,7 +35,10 @@ struct CallShape {
 
 // Collective over `comm`. Ok when every rank passed `mine`; otherwise an error (MPI_ERR_COUNT,
 // MPI_ERR_TYPE or MPI_ERR_OP) that names this rank's arguments and the range seen across ranks.
-Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine);
+// `alsoLeast` (may be null) rides in the same allreduce: on return each entry holds its least
+// over the ranks (the blocking hook's GPU route vote, so a call makes one agreement, not two).
+Status agreeOnCall(MPI_Comm comm, WaitState& wait, const CallShape& mine,
+                   std::vector<int64_t>* alsoLeast);
 
 // The same for the operations a fusion round takes (every rank takes the same number): one hash
 // of their arguments, so a mismatch anywhere in the round fails the round on every rank.

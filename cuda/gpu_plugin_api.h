@@ -14,8 +14,10 @@
 // Every entry restores the calling thread's current CUDA device before it returns.
 #pragma once
 
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 #include "common/types.h"
 #include "config/config.h"
@@ -89,6 +91,17 @@ struct GpuFusedCall {
   WireCodec codec = WireCodec::kNone;  // only for kFloat32 + kSum, as GpuCall
   bool prescale = false;
 };
+
+// How a plugin entry explains a failure: printf into the caller's why buffer (either may be
+// null/0: nothing is written).
+__attribute__((format(printf, 3, 4))) inline void setWhy(char* why, size_t whyBytes,
+                                                         const char* format, ...) {
+  if (why == nullptr || whyBytes == 0) return;
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(why, whyBytes, format, arguments);
+  va_end(arguments);
+}
 
 // What groupConnectPoll reports.
 enum GpuConnectState : int { kGpuConnectPending = 0, kGpuConnectDone = 1, kGpuConnectFailed = 2 };

@@ -49,7 +49,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -89,14 +88,6 @@ Status cudaFailure(const char* what, cudaError_t error) {
 // The kernel launchers of gpu_kernels.h return a cudaError_t as int.
 #define GFSHIM_KERNEL_RETURN_IF_ERROR(what, expr) \
   GFSHIM_CUDA_RETURN_IF_ERROR(what, static_cast<cudaError_t>(expr))
-
-void setWhy(char* why, size_t whyBytes, const char* format, ...) {
-  if (why == nullptr || whyBytes == 0) return;
-  va_list arguments;
-  va_start(arguments, format);
-  std::vsnprintf(why, whyBytes, format, arguments);
-  va_end(arguments);
-}
 
 // ---- Small device helpers -----------------------------------------------------------------------
 

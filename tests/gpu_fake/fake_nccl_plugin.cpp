@@ -31,7 +31,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,16 +55,9 @@ using gfshim::GpuCallRecord;
 using gfshim::GpuFusedCall;
 using gfshim::GpuGroupSpec;
 using gfshim::RedOp;
+using gfshim::setWhy;
 
 constexpr double kWaitSeconds = 60;  // a peer missing this long from a call is a failure
-
-void setWhy(char* why, size_t whyBytes, const char* format, ...) {
-  if (why == nullptr || whyBytes == 0) return;
-  va_list arguments;
-  va_start(arguments, format);
-  std::vsnprintf(why, whyBytes, format, arguments);
-  va_end(arguments);
-}
 
 bool faultAt(const char* variable, int rank) {
   const char* text = std::getenv(variable);

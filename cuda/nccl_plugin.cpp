@@ -431,8 +431,7 @@ Status NcclGroup::checkUsable(bool torus) const {
   return Status::ok();
 }
 
-Status NcclGroup::startInit(Comm* comm, const char* name, int ranks, const uint8_t* id,
-                            int rank) {
+Status NcclGroup::startInit(Comm* comm, const char* name, int ranks, const uint8_t* id, int rank) {
   comm->name = name;
   ncclUniqueId uniqueId;
   std::memcpy(&uniqueId, id, sizeof uniqueId);
@@ -582,9 +581,9 @@ Status NcclGroup::enqueueAllreduce(const void* send, void* recv, size_t count, n
       GFSHIM_RETURN_IF_ERROR(
           settle("ncclReduceScatter", row_,
                  nccl_.reduceScatter(send, mine, shard, type, op, row_.comm, stream_)));
-      GFSHIM_RETURN_IF_ERROR(settle("ncclAllReduce", column_,
-                                    nccl_.allReduce(mine, mine, shard, type, op, column_.comm,
-                                                    stream_)));
+      GFSHIM_RETURN_IF_ERROR(
+          settle("ncclAllReduce", column_,
+                 nccl_.allReduce(mine, mine, shard, type, op, column_.comm, stream_)));
       GFSHIM_RETURN_IF_ERROR(settle("ncclAllGather", row_,
                                     nccl_.allGather(mine, recv, shard, type, row_.comm, stream_)));
       const uint64_t bodyBytes = static_cast<uint64_t>(body) * elementBytes;
@@ -1091,11 +1090,11 @@ bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* wh
 extern "C" __attribute__((visibility("default"))) const gfshim::GpuPluginApi*
 gfshim_gpu_plugin_api() {
   static const gfshim::GpuPluginApi api = {
-      gfshim::kGpuPluginAbiVersion,     gfshim::cuda::probe,
-      gfshim::cuda::uniqueId,           gfshim::cuda::groupPrepare,
-      gfshim::cuda::groupConnectStart,  gfshim::cuda::groupConnectPoll,
-      gfshim::cuda::groupDestroy,       gfshim::cuda::supports,
-      gfshim::cuda::allreduce,          gfshim::cuda::fusedAllreduce,
+      gfshim::kGpuPluginAbiVersion,    gfshim::cuda::probe,
+      gfshim::cuda::uniqueId,          gfshim::cuda::groupPrepare,
+      gfshim::cuda::groupConnectStart, gfshim::cuda::groupConnectPoll,
+      gfshim::cuda::groupDestroy,      gfshim::cuda::supports,
+      gfshim::cuda::allreduce,         gfshim::cuda::fusedAllreduce,
   };
   return &api;
 }

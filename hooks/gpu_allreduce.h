@@ -22,10 +22,10 @@ namespace gfshim::hooks {
 // (engine/gpu_route.h), which every rank must agree on before the call runs.
 struct GpuBallot {
   BufferPlacements at;
-  bool voting = false;                // the route is agreed per call on this communicator
-  std::array<int32_t, 3> vote{};      // encodeGpuVote of this rank
-  bool agreed = false;                // `minimum` holds the agreed vote already
-  std::array<int32_t, 3> minimum{};   // the element-wise MIN of every rank's vote
+  bool voting = false;               // the route is agreed per call on this communicator
+  std::array<int32_t, 3> vote{};     // encodeGpuVote of this rank
+  bool agreed = false;               // `minimum` holds the agreed vote already
+  std::array<int32_t, 3> minimum{};  // the element-wise MIN of every rank's vote
 };
 GpuBallot gpuBallotFor(const Runtime& rt, const CommState& state, const CallInfo& call,
                        const void* send, const void* recv);

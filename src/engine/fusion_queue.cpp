@@ -261,8 +261,7 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
   bool ready = std::all_of(bucket.ops.begin(), bucket.ops.end(), [&](size_t index) {
     return run[index].at.ncclPlaceable() && run[index].at.recv.device == device;
   });
-  ready = ready &&
-          ncclUsableOn(settings_.settings, gpu_, device, bucket.dtype, bucket.op, nullptr);
+  ready = ready && ncclUsableOn(settings_.settings, gpu_, device, bucket.dtype, bucket.op, nullptr);
   int mine = ready ? 1 : 0, everywhere = 0;
   const int rc = PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm_);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (fused GPU route agreement)", rc);
@@ -286,14 +285,13 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
   call.prescale = settings_.settings.prescale;
   GpuCallRecord record;
   char why[256] = {};
-  if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &record, why,
-                                                sizeof(why))) {
+  if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &record, why, sizeof(why))) {
     return Status::error(StatusCode::kTransportError, std::string("NCCL fused allreduce: ") + why,
                          MPI_ERR_OTHER);
   }
   if (plan.lossy.any()) {
-    stats_->recordLossy(ncclLossyRecord(plan.lossy, bucket.bytes,
-                                        static_cast<size_t>(bucket.count), facts_.size, record));
+    stats_->recordLossy(ncclLossyRecord(plan.lossy, bucket.bytes, static_cast<size_t>(bucket.count),
+                                        facts_.size, record));
   }
   *done = true;
   return Status::ok();

@@ -120,8 +120,8 @@ Status connectEverywhere(MPI_Comm comm, const CommFacts& facts, const GpuPluginA
     bool peerFailed = false;
     if (outstanding > 0) {
       int done = 0;
-      const int rc = PMPI_Testsome(size, receives.data(), &done, completed.data(),
-                                   MPI_STATUSES_IGNORE);
+      const int rc =
+          PMPI_Testsome(size, receives.data(), &done, completed.data(), MPI_STATUSES_IGNORE);
       if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Testsome (NCCL setup outcome)", rc);
       if (done != MPI_UNDEFINED) outstanding -= done;
     }
@@ -172,15 +172,14 @@ Status connectEverywhere(MPI_Comm comm, const CommFacts& facts, const GpuPluginA
   for (int r = 0; r < size; ++r) {
     const int outcome = outcomes[static_cast<size_t>(r)];
     if (outcome != kFailedHere && outcome != kTimedOut) continue;
-    const std::string where = r == rank ? "here (rank " + std::to_string(r) + ")"
-                                        : "on rank " + std::to_string(r);
+    const std::string where =
+        r == rank ? "here (rank " + std::to_string(r) + ")" : "on rank " + std::to_string(r);
     char limit[32];
     std::snprintf(limit, sizeof(limit), "%g", timeoutSec);
-    *why = outcome == kTimedOut ? "NCCL initialisation did not finish within " +
-                                      std::string(limit) + " s (GFSHIM_NCCL_INIT_TIMEOUT_SEC) " +
-                                      where
-                                : "NCCL initialisation failed " + where +
-                                      (r == rank ? ": " + *why : std::string());
+    *why = outcome == kTimedOut
+               ? "NCCL initialisation did not finish within " + std::string(limit) +
+                     " s (GFSHIM_NCCL_INIT_TIMEOUT_SEC) " + where
+               : "NCCL initialisation failed " + where + (r == rank ? ": " + *why : std::string());
     break;
   }
   return Status::ok();

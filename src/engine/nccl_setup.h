@@ -45,8 +45,8 @@ struct GpuCommState {
 // floating-point types that mode covers: NCCL sums in its own order), not found unusable on this
 // communicator, its group (if any) on the same device, the plugin usable there (else *why says
 // why, when given), and NCCL reducing (dtype, op). Local; the caller agrees on it.
-bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device, DType dtype, RedOp op,
-                  std::string* why);
+bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device, DType dtype,
+                  RedOp op, std::string* why);
 
 // Collective over `comm` (the shim's private communicator whose ranks are `facts`), on a call
 // every rank agreed to run through NCCL: creates its NCCL communicators (world, torus row and

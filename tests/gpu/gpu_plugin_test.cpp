@@ -322,10 +322,9 @@ TEST_F(GpuPlugin, FusedBucketReturnsEveryTensorForOneRank) {
     ops.push_back({inPlace ? recvs.back()->get() : sends.back()->get(), recvs.back()->get(),
                    count * sizeof(float)});
   }
-  for (const auto& [torus, codec] : {std::pair{false, WireCodec::kNone},
-                                     std::pair{true, WireCodec::kNone},
-                                     std::pair{false, WireCodec::kFp16},
-                                     std::pair{true, WireCodec::kFp16}}) {
+  for (const auto& [torus, codec] :
+       {std::pair{false, WireCodec::kNone}, std::pair{true, WireCodec::kNone},
+        std::pair{false, WireCodec::kFp16}, std::pair{true, WireCodec::kFp16}}) {
     SCOPED_TRACE(std::string(torus ? "torus" : "ring") +
                  (codec == WireCodec::kFp16 ? ", fp16" : ", exact"));
     for (size_t t = 0; t < kTensors; ++t) {

@@ -200,8 +200,12 @@ class FakeGroup {
   }
   int connectPoll(char* why, size_t whyBytes) {
     if (faultAt("FAKE_NCCL_HANG_RANK", rank())) return gfshim::kGpuConnectPending;
-    FakeComm* current = stage_ == kWorld ? &world_ : stage_ == kRow ? &row_ : stage_ == kColumn ? &column_ : nullptr;
-    if (current == nullptr) return stage_ == kConnected ? gfshim::kGpuConnectDone : gfshim::kGpuConnectFailed;
+    FakeComm* current = stage_ == kWorld    ? &world_
+                        : stage_ == kRow    ? &row_
+                        : stage_ == kColumn ? &column_
+                                            : nullptr;
+    if (current == nullptr)
+      return stage_ == kConnected ? gfshim::kGpuConnectDone : gfshim::kGpuConnectFailed;
     if (!current->everyoneJoined()) return gfshim::kGpuConnectPending;
     if (stage_ == kWorld && spec_.rowSize > 0) {
       stage_ = kRow;
@@ -258,8 +262,8 @@ class FakeGroup {
   }
 
   // values = op over the world of values (count elements, host memory), in rank order.
-  bool reduceHost(char* values, size_t count, DType dtype, RedOp op, uint64_t* wireBytes,
-                  char* why, size_t whyBytes) {
+  bool reduceHost(char* values, size_t count, DType dtype, RedOp op, uint64_t* wireBytes, char* why,
+                  size_t whyBytes) {
     const size_t bytes = count * gfshim::dtypeBytes(dtype);
     std::vector<char> everyone;
     if (!gatherAll(values, bytes, &everyone, why, whyBytes)) return false;
@@ -289,10 +293,10 @@ class FakeGroup {
     record->wireBytes += ringBytes(bytes);
     std::vector<float> decoded(count), sum(count, 0.0f);
     for (int r = 0; r < world_.size; ++r) {
-      gfshim::decodeHalf(format,
-                         reinterpret_cast<const uint16_t*>(everyone.data() +
-                                                           bytes * static_cast<size_t>(r)),
-                         decoded.data(), count);
+      gfshim::decodeHalf(
+          format,
+          reinterpret_cast<const uint16_t*>(everyone.data() + bytes * static_cast<size_t>(r)),
+          decoded.data(), count);
       for (size_t i = 0; i < count; ++i) sum[i] += decoded[i];
     }
     gfshim::encodeHalf(format, sum.data(), 1.0f, wire.data(), count);
@@ -319,11 +323,11 @@ class FakeGroup {
       setWhy(why, whyBytes, "fake NCCL: cannot read the send buffer");
       return false;
     }
-    const bool ok = codec == gfshim::WireCodec::kNone
-                        ? reduceHost(values.data(), count, dtype, op, &record->wireBytes, why,
-                                     whyBytes)
-                        : reduceHostLossy(reinterpret_cast<float*>(values.data()), count, codec,
-                                          prescale, record, why, whyBytes);
+    const bool ok =
+        codec == gfshim::WireCodec::kNone
+            ? reduceHost(values.data(), count, dtype, op, &record->wireBytes, why, whyBytes)
+            : reduceHostLossy(reinterpret_cast<float*>(values.data()), count, codec, prescale,
+                              record, why, whyBytes);
     if (!ok) return false;
     if (bytes > 0 && cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(recv), values.data(), bytes)) {
       setWhy(why, whyBytes, "fake NCCL: cannot write the receive buffer");
@@ -411,8 +415,8 @@ bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* wh
   }
   ContextScope context(made->device());
   ++made->calls;
-  return made->reduceDevice(call->send, call->recv, call->count, call->dtype, call->op,
-                            call->codec, call->prescale, record, why, whyBytes);
+  return made->reduceDevice(call->send, call->recv, call->count, call->dtype, call->op, call->codec,
+                            call->prescale, record, why, whyBytes);
 }
 
 // The bucket gathered into one device buffer, one reduction there, scattered back.
@@ -433,24 +437,24 @@ bool fusedAllreduce(void* group, const GpuFusedCall* call, GpuCallRecord* record
   uint64_t offset = 0;
   bool ok = true;
   for (size_t i = 0; i < call->opCount && ok; ++i) {
-    ok = cuMemcpyDtoH_v2(staging.data() + offset,
-                         reinterpret_cast<CUdeviceptr>(call->ops[i].send), call->ops[i].bytes) == 0;
+    ok = cuMemcpyDtoH_v2(staging.data() + offset, reinterpret_cast<CUdeviceptr>(call->ops[i].send),
+                         call->ops[i].bytes) == 0;
     offset += call->ops[i].bytes;
   }
   ok = ok && cuMemcpyHtoD_v2(packed, staging.data(), total) == 0;
   if (!ok) setWhy(why, whyBytes, "fake NCCL: cannot gather the bucket");
   void* bucket = reinterpret_cast<void*>(packed);
-  ok = ok && made->reduceDevice(bucket, bucket, total / gfshim::dtypeBytes(call->dtype),
-                                call->dtype, call->op, call->codec, call->prescale, record, why,
-                                whyBytes);
+  ok =
+      ok && made->reduceDevice(bucket, bucket, total / gfshim::dtypeBytes(call->dtype), call->dtype,
+                               call->op, call->codec, call->prescale, record, why, whyBytes);
   if (ok && cuMemcpyDtoH_v2(staging.data(), packed, total) != 0) {
     setWhy(why, whyBytes, "fake NCCL: cannot read the reduced bucket");
     ok = false;
   }
   offset = 0;
   for (size_t i = 0; i < call->opCount && ok; ++i) {
-    ok = cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(call->ops[i].recv),
-                         staging.data() + offset, call->ops[i].bytes) == 0;
+    ok = cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(call->ops[i].recv), staging.data() + offset,
+                         call->ops[i].bytes) == 0;
     offset += call->ops[i].bytes;
     if (!ok) setWhy(why, whyBytes, "fake NCCL: cannot scatter the bucket");
   }
@@ -463,8 +467,16 @@ bool fusedAllreduce(void* group, const GpuFusedCall* call, GpuCallRecord* record
 extern "C" __attribute__((visibility("default"))) const gfshim::GpuPluginApi*
 gfshim_gpu_plugin_api() {
   static const gfshim::GpuPluginApi api = {
-      gfshim::kGpuPluginAbiVersion, probe,          uniqueId,  groupPrepare,   groupConnectStart,
-      groupConnectPoll,             groupDestroy,   supports,  allreduce,      fusedAllreduce,
+      gfshim::kGpuPluginAbiVersion,
+      probe,
+      uniqueId,
+      groupPrepare,
+      groupConnectStart,
+      groupConnectPoll,
+      groupDestroy,
+      supports,
+      allreduce,
+      fusedAllreduce,
   };
   return &api;
 }

@@ -150,6 +150,23 @@ TEST(Config, BadValueKeepsDefaultAndSaysWhy) {
   EXPECT_TRUE(mentions(config, "GFSHIM_ALGO='tree' is invalid: accepted: auto, ring, native"));
 }
 
+TEST(Config, NcclInitTimeoutIsSecondsWithARange) {
+  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({}))).ncclInitTimeoutSec, 300.0);
+  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_INIT_TIMEOUT_SEC", "2.5"}})))
+                       .ncclInitTimeoutSec,
+                   2.5);
+  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_INIT_TIMEOUT_SEC", "0"}})))
+                       .ncclInitTimeoutSec,
+                   0.0);  // wait forever
+  for (const char* bad : {"-1", "86401", "soon", "5s"}) {
+    const Config config = Config::load(inputs({{"GFSHIM_NCCL_INIT_TIMEOUT_SEC", bad}}));
+    EXPECT_DOUBLE_EQ(settingsFrom(config).ncclInitTimeoutSec, 300.0) << bad;
+    EXPECT_TRUE(
+        mentions(config, "GFSHIM_NCCL_INIT_TIMEOUT_SEC='" + std::string(bad) + "' is invalid"))
+        << bad;
+  }
+}
+
 // A bad lossy setting never turns a lossy mode on: the default (exact) stays, with a diagnostic.
 TEST(Config, BadLossySettingsStayExact) {
   const Config config = Config::load(inputs(

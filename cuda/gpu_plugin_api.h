@@ -40,10 +40,16 @@ struct GpuGroupSpec {
   uint8_t colId[kNcclUniqueIdBytes] = {};
   uint64_t cscMaxResidualBytes =
       0;  // device memory cap of the residuals (GFSHIM_CSC_MAX_RESIDUAL_BYTES)
+  // A call whose NCCL work has not completed after this long fails, and the group's NCCL
+  // communicators are aborted (GFSHIM_NCCL_TIMEOUT_SEC; 0: no deadline).
+  double timeoutSec = 0;
 };
 
 // One blocking allreduce on device buffers of `device` (send == recv for MPI_IN_PLACE). Returns
-// when the result is in recv (the plugin synchronizes its stream). Its stream is a blocking
+// when the result is in recv (the plugin synchronizes its stream). A call that fails after its
+// first NCCL operation (an error, or spec.timeoutSec passed) aborts the group's NCCL
+// communicators and waits for its stream before returning, so nothing writes to the user's
+// buffers afterwards; the group refuses every later call. Its stream is a blocking
 // stream, so it is ordered after the application's work on the legacy default stream.
 struct GpuCall {
   const void* send = nullptr;

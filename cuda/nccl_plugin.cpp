@@ -34,17 +34,22 @@
 //                 fp16/bf16 shape above runs on it in place, one scatter kernel unpacks it
 //                 (CSC buckets never come here: the shim stages them)
 //
-// Scratch is allocated before anything of a call is enqueued (cudaFree would synchronize the
-// device under a running collective otherwise), and CSC's sparse scratch before the agreement:
-// a rank that cannot get it asks for a dense call instead of failing alone after its peers
-// started sending. Any failure after the first enqueue marks the group broken: the ranks no
-// longer agree on what was delivered, further calls fail, and groupDestroy aborts the
-// communicators instead of destroying them.
+// Scratch is allocated before anything of a call is enqueued, stream-ordered where the device
+// has memory pools (a cudaFree would synchronize the whole device, and so wait for the other
+// NCCL group's kernels, whose peers may be waiting for this rank). CSC reserves both its sparse
+// and its dense scratch before its agreement: a rank that cannot get the sparse one asks for a
+// dense call, one that cannot get the dense one makes the call fail on every rank, instead of
+// failing alone after its peers started sending. A failure alone before any NCCL operation
+// (an exact call's or a fused bucket's allocation) still leaves the peers inside theirs: they
+// fail when the call's deadline passes (GpuGroupSpec::timeoutSec). Any failure after the first
+// enqueue marks the group broken: the ranks no longer agree on what was delivered, so the call
+// aborts the communicators and waits for its stream before it returns, and further calls fail.
 //
 // Cost beyond NCCL's: one host wait per call (two for fp16/bf16: the overflow flag; two for a
 // sparse CSC call: the agreement), kernels that each read and write their data once, and no
 // allocation once the largest call of each kind has been seen.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -91,37 +96,87 @@ Status cudaFailure(const char* what, cudaError_t error) {
 
 // ---- Small device helpers -----------------------------------------------------------------------
 
-// Makes `device` current for the scope and restores the caller's device afterwards.
+// The driver's current-context calls, from the libcuda.so.1 the CUDA runtime loaded (the plugin
+// does not link the driver: it must load on machines without one, to say why it cannot run).
+struct ContextCalls {
+  int (*get)(void** context) = nullptr;
+  int (*set)(void* context) = nullptr;
+};
+const ContextCalls* contextCalls() {
+  static const ContextCalls* calls = []() -> const ContextCalls* {
+    static ContextCalls found;
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (driver == nullptr) return nullptr;
+    found.get = reinterpret_cast<int (*)(void**)>(dlsym(driver, "cuCtxGetCurrent"));
+    found.set = reinterpret_cast<int (*)(void*)>(dlsym(driver, "cuCtxSetCurrent"));
+    return found.get != nullptr && found.set != nullptr ? &found : nullptr;
+  }();
+  return calls;
+}
+
+// Makes `device`'s primary context current for the scope and restores the caller's context
+// afterwards, also "none" (a thread without a context, such as the shim's fusion thread): the
+// runtime's cudaGetDevice would report device 0 there, and restoring that would create a
+// context on GPU 0 in every rank's process.
 class DeviceGuard {
  public:
   DeviceGuard() = default;
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard() {
-    if (switched_) cudaSetDevice(previous_);
+    if (calls_ != nullptr) {
+      calls_->set(savedContext_);
+    } else if (savedDevice_ >= 0) {
+      cudaSetDevice(savedDevice_);
+    }
   }
   Status enter(int device) {
-    GFSHIM_CUDA_RETURN_IF_ERROR("cudaGetDevice", cudaGetDevice(&previous_));
-    if (previous_ == device) return Status::ok();
+    const ContextCalls* calls = contextCalls();
+    if (calls != nullptr && calls->get(&savedContext_) == 0) {
+      calls_ = calls;
+    } else {
+      GFSHIM_CUDA_RETURN_IF_ERROR("cudaGetDevice", cudaGetDevice(&savedDevice_));
+    }
     GFSHIM_CUDA_RETURN_IF_ERROR("cudaSetDevice", cudaSetDevice(device));
-    switched_ = true;
     return Status::ok();
   }
 
  private:
-  int previous_ = 0;
-  bool switched_ = false;
+  const ContextCalls* calls_ = nullptr;
+  void* savedContext_ = nullptr;
+  int savedDevice_ = -1;
 };
 
 // A failed cudaMalloc leaves its error for the next cudaGetLastError, which the kernel
 // launchers read: consume it, so a refused allocation does not fail an unrelated launch.
 void clearAllocationError() { (void)cudaGetLastError(); }
 
+// Where a group's device memory comes from: stream-ordered (cudaMallocAsync / cudaFreeAsync on
+// the group's stream) where the device has memory pools, so growing a buffer never synchronizes
+// the device: a cudaFree would wait for every kernel on the GPU, including the other NCCL group's
+// (the shim's fusion thread has its own), whose peers may be waiting for this rank. Plain
+// cudaMalloc / cudaFree otherwise.
+struct DeviceMemory {
+  cudaStream_t stream = nullptr;
+  bool streamOrdered = false;
+  cudaError_t allocate(void** data, size_t bytes) const {
+    return streamOrdered ? cudaMallocAsync(data, bytes, stream) : cudaMalloc(data, bytes);
+  }
+  void release(void* data) const {
+    if (data == nullptr) return;
+    if (streamOrdered) {
+      cudaFreeAsync(data, stream);
+    } else {
+      cudaFree(data);
+    }
+  }
+};
+
 // Device memory that only grows; contents are not kept across growth. Grown only while the
-// group's stream is idle.
+// group's stream is idle. Released by the group (release()) before its stream is destroyed.
 class DeviceBuffer {
  public:
-  DeviceBuffer() = default;
+  explicit DeviceBuffer(const DeviceMemory& memory) : memory_(memory) {}
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { release(); }
@@ -133,15 +188,15 @@ class DeviceBuffer {
     const size_t grown = bytes_ + bytes_ / 2;
     size_t target = std::max(bytes, grown);
     void* data = nullptr;
-    cudaError_t error = cudaMalloc(&data, target);
+    cudaError_t error = memory_.allocate(&data, target);
     if (error != cudaSuccess && target > bytes) {
       clearAllocationError();
       target = bytes;
-      error = cudaMalloc(&data, target);
+      error = memory_.allocate(&data, target);
     }
     if (error != cudaSuccess) {
       clearAllocationError();
-      return Status::error(StatusCode::kOutOfMemory, std::string("cudaMalloc of ") +
+      return Status::error(StatusCode::kOutOfMemory, std::string("device allocation of ") +
                                                          std::to_string(bytes) + " bytes for " +
                                                          what + ": " + cudaGetErrorString(error));
     }
@@ -150,7 +205,7 @@ class DeviceBuffer {
     return Status::ok();
   }
   void release() {
-    if (data_ != nullptr) cudaFree(data_);
+    memory_.release(data_);
     data_ = nullptr;
     bytes_ = 0;
   }
@@ -161,6 +216,7 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
+  const DeviceMemory& memory_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
@@ -178,15 +234,19 @@ struct DeviceResidual {
 // new entry that would take the bytes held past the cap is refused (the call runs dense).
 class DeviceResidualStore {
  public:
-  explicit DeviceResidualStore(uint64_t capBytes) : capBytes_(capBytes) {}
+  DeviceResidualStore(uint64_t capBytes, const DeviceMemory& memory)
+      : capBytes_(capBytes), memory_(memory) {}
   DeviceResidualStore(const DeviceResidualStore&) = delete;
   DeviceResidualStore& operator=(const DeviceResidualStore&) = delete;
-  ~DeviceResidualStore() {
-    for (auto& [key, entry] : entries_) cudaFree(entry.values);
+  ~DeviceResidualStore() { release(); }
+  void release() {
+    for (auto& [key, entry] : entries_) memory_.release(entry.values);
+    entries_.clear();
+    bytesHeld_ = 0;
   }
 
   // *entry = the key's residual, created zeroed (on `stream`) if absent; nullptr when refused by
-  // the cap or by cudaMalloc. Errors only when zeroing a new entry fails.
+  // the cap or by the allocator. Errors only when zeroing a new entry fails.
   Status findOrCreate(uintptr_t key, size_t count, cudaStream_t stream, DeviceResidual** entry) {
     *entry = nullptr;
     auto found = entries_.find(key);
@@ -196,18 +256,18 @@ class DeviceResidualStore {
         return Status::ok();
       }
       bytesHeld_ -= found->second.count * sizeof(float);
-      cudaFree(found->second.values);
+      memory_.release(found->second.values);
       entries_.erase(found);
     }
     if (count == 0 || count > (capBytes_ - bytesHeld_) / sizeof(float)) return Status::ok();
     void* values = nullptr;
-    if (cudaMalloc(&values, count * sizeof(float)) != cudaSuccess) {
+    if (memory_.allocate(&values, count * sizeof(float)) != cudaSuccess) {
       clearAllocationError();
       return Status::ok();
     }
     const cudaError_t error = cudaMemsetAsync(values, 0, count * sizeof(float), stream);
     if (error != cudaSuccess) {
-      cudaFree(values);
+      memory_.release(values);
       return cudaFailure("cudaMemsetAsync of a new CSC residual", error);
     }
     DeviceResidual& created = entries_[key];
@@ -220,6 +280,7 @@ class DeviceResidualStore {
 
  private:
   uint64_t capBytes_;
+  const DeviceMemory& memory_;
   uint64_t bytesHeld_ = 0;
   std::map<uintptr_t, DeviceResidual> entries_;
 };
@@ -300,10 +361,17 @@ HalfFormat halfFormatOf(WireCodec codec) {
 
 // ---- The group ----------------------------------------------------------------------------------
 
+// How a rank can run a CSC call, agreed by a world MAX before anything else of the call is sent:
+// the largest wins, so one rank that cannot run sparse makes the call dense everywhere, and one
+// that cannot run it at all makes it fail everywhere (no rank is left inside a collective).
+constexpr int kCscSparse = 0;
+constexpr int kCscDense = 1;
+constexpr int kCscCannotRun = 2;
+
 class NcclGroup {
  public:
   NcclGroup(const NcclLibrary& nccl, const GpuGroupSpec& spec)
-      : nccl_(nccl), spec_(spec), residuals_(spec.cscMaxResidualBytes) {}
+      : nccl_(nccl), spec_(spec), residuals_(spec.cscMaxResidualBytes, memory_) {}
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
   ~NcclGroup();
@@ -317,6 +385,9 @@ class NcclGroup {
   GpuConnectState connectPoll(Status* failure);
   // The next destruction aborts the communicators instead of destroying them collectively.
   void markBroken() { broken_ = true; }
+  // After a call failed past its first NCCL operation: aborts the communicators (their kernels
+  // end) and waits for the stream, so no kernel of the call writes to user memory afterwards.
+  void abortAfterFailure();
   // One blocking allreduce (see the top of the file); device already current.
   Status allreduce(const GpuCall& call, GpuCallRecord* record);
   // One fused bucket: gather (one launch), allreduce in place (exact, or 16 bits on the wire),
@@ -341,6 +412,9 @@ class NcclGroup {
   // After a call on a nonblocking communicator: waits while it reports ncclInProgress (the
   // operation is still being enqueued) and turns any other error into a Status.
   Status settle(const char* what, const Comm& comm, ncclResult_t result);
+  // Starts a call's deadline (spec.timeoutSec); pastDeadline says whether it has passed.
+  void startCall();
+  Status pastDeadline(const char* what) const;
   // ncclCommFinalize, waited for at most kFinalizeSeconds; false if it did not finish cleanly.
   bool finalize(const Comm& comm);
   // Waits for the stream, watching every communicator for an asynchronous NCCL error.
@@ -358,8 +432,9 @@ class NcclGroup {
   Status runExact(const GpuCall& call, GpuCallRecord* record);
   Status runCodec(const GpuCall& call, GpuCallRecord* record);
   Status runCsc(const GpuCall& call, GpuCallRecord* record);
-  // Whether any rank wants this CSC call dense (world MAX of one int); waits for the stream.
-  Status agreeAnyDense(bool wantDense, bool* anyDense, GpuCallRecord* record);
+  // How every rank can run this CSC call: the world MAX of each rank's kCsc* (one int); waits
+  // for the stream.
+  Status agreeCscMode(int mine, int* agreed, GpuCallRecord* record);
 
   const NcclLibrary& nccl_;
   const GpuGroupSpec spec_;
@@ -370,19 +445,21 @@ class NcclGroup {
   bool broken_ = false;        // a call failed after its first enqueue, or a peer did not connect
   enum class Stage { kPrepared, kWorld, kRow, kColumn, kConnected };
   Stage stage_ = Stage::kPrepared;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
 
-  DeviceBuffer halfWire_;       // uint16 values on the wire
-  DeviceBuffer inputCopy_;      // the input of an in-place 16-bit call, for the redo
-  DeviceBuffer norms_;          // CSC: float per chunk
-  DeviceBuffer selected_;       // CSC: uint32 chunk index per selected chunk
-  DeviceBuffer packedOffsets_;  // CSC: uint64, selected + 1
-  DeviceBuffer packed_;         // CSC: the selected chunks of the residual
-  DeviceBuffer summed_;         // CSC: their sum over ranks
-  DeviceBuffer selectScratch_;  // CSC: selectTopChunksDevice's scratch
+  DeviceMemory memory_;                  // set up by prepare(); the buffers below use it
+  DeviceBuffer halfWire_{memory_};       // uint16 values on the wire
+  DeviceBuffer inputCopy_{memory_};      // the input of an in-place 16-bit call, for the redo
+  DeviceBuffer norms_{memory_};          // CSC: float per chunk
+  DeviceBuffer selected_{memory_};       // CSC: uint32 chunk index per selected chunk
+  DeviceBuffer packedOffsets_{memory_};  // CSC: uint64, selected + 1
+  DeviceBuffer packed_{memory_};         // CSC: the selected chunks of the residual
+  DeviceBuffer summed_{memory_};         // CSC: their sum over ranks
+  DeviceBuffer selectScratch_{memory_};  // CSC: selectTopChunksDevice's scratch
   DeviceResidualStore residuals_;
-  DeviceBuffer bucket_;              // fused: the packed operations
-  DeviceBuffer sliceTables_;         // fused: gather then scatter FusionSlice tables
-  std::vector<FusionSlice> slices_;  // fused: host copy of both tables
+  DeviceBuffer bucket_{memory_};       // fused: the packed operations
+  DeviceBuffer sliceTables_{memory_};  // fused: gather then scatter FusionSlice tables
+  std::vector<FusionSlice> slices_;    // fused: host copy of both tables
 };
 
 NcclGroup::~NcclGroup() {
@@ -391,6 +468,7 @@ NcclGroup::~NcclGroup() {
   if (stage_ != Stage::kConnected) broken_ = true;
   if (stream_ != nullptr && !broken_) {
     try {
+      startCall();
       if (!waitForStream("groupDestroy").isOk()) broken_ = true;
     } catch (...) {  // an error message that could not be allocated
       broken_ = true;
@@ -398,15 +476,52 @@ NcclGroup::~NcclGroup() {
   }
   for (Comm* comm : {&column_, &row_, &world_}) {
     if (comm->comm == nullptr) continue;
-    if (broken_ || !finalize(*comm) || nccl_.commDestroy(comm->comm) != ncclSuccess) {
+    if (broken_ || !finalize(*comm)) {
       nccl_.commAbort(comm->comm);
+    } else {
+      // Final even when it reports an error: NCCL may have freed the communicator already, so
+      // an abort after it could touch freed memory.
+      (void)nccl_.commDestroy(comm->comm);
     }
     comm->comm = nullptr;
   }
+  // Stream-ordered frees need the stream: every buffer goes before it (the device is current,
+  // groupDestroy).
+  for (DeviceBuffer* buffer : {&halfWire_, &inputCopy_, &norms_, &selected_, &packedOffsets_,
+                               &packed_, &summed_, &selectScratch_, &bucket_, &sliceTables_}) {
+    buffer->release();
+  }
+  residuals_.release();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   if (deviceInts_ != nullptr) cudaFree(deviceInts_);
   if (hostInts_ != nullptr) cudaFreeHost(hostInts_);
-  // The buffers and residuals free themselves, the device still current (groupDestroy).
+}
+
+void NcclGroup::abortAfterFailure() {
+  if (!broken_) return;  // the call failed before anything was enqueued: nothing runs
+  for (Comm* comm : {&column_, &row_, &world_}) {
+    if (comm->comm != nullptr) nccl_.commAbort(comm->comm);
+    comm->comm = nullptr;
+  }
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+}
+
+void NcclGroup::startCall() {
+  deadline_ = spec_.timeoutSec > 0
+                  ? std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(spec_.timeoutSec))
+                  : std::chrono::steady_clock::time_point::max();
+}
+
+Status NcclGroup::pastDeadline(const char* what) const {
+  if (std::chrono::steady_clock::now() < deadline_) return Status::ok();
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "%s did not complete within %g s (GFSHIM_NCCL_TIMEOUT_SEC): a peer may have "
+                "failed or stopped calling",
+                what, spec_.timeoutSec);
+  return Status::error(StatusCode::kTransportError, text);
 }
 
 Status NcclGroup::ncclFailure(const char* what, const Comm& comm, ncclResult_t result) {
@@ -468,6 +583,7 @@ Status NcclGroup::settle(const char* what, const Comm& comm, ncclResult_t result
       result = state;
       break;
     }
+    GFSHIM_RETURN_IF_ERROR(pastDeadline(what));
     std::this_thread::yield();
   }
   if (result != ncclSuccess) return ncclFailure(what, comm, result);
@@ -491,6 +607,12 @@ bool NcclGroup::finalize(const Comm& comm) {
 Status NcclGroup::prepare() {
   // Default flags: a blocking stream, ordered after work on the legacy default stream.
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaStreamCreate", cudaStreamCreate(&stream_));
+  int pools = 0;
+  GFSHIM_CUDA_RETURN_IF_ERROR(
+      "cudaDeviceGetAttribute (memory pools)",
+      cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, spec_.device));
+  memory_.stream = stream_;
+  memory_.streamOrdered = pools != 0;
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaMalloc of the group's flags",
                               cudaMalloc(reinterpret_cast<void**>(&deviceInts_), 2 * sizeof(int)));
   GFSHIM_CUDA_RETURN_IF_ERROR(
@@ -543,6 +665,9 @@ GpuConnectState NcclGroup::connectPoll(Status* failure) {
 }
 
 Status NcclGroup::waitForStream(const char* what) {
+  // Polls: yielding for the first 200 us (short calls return fast), then every 20 us, so a long
+  // allreduce does not keep a core busy.
+  const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   for (;;) {
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state == cudaSuccess) return Status::ok();
@@ -559,7 +684,12 @@ Status NcclGroup::waitForStream(const char* what) {
                            asyncError);
       }
     }
-    std::this_thread::yield();
+    GFSHIM_RETURN_IF_ERROR(pastDeadline(what));
+    if (std::chrono::steady_clock::now() < spinUntil) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 }
 
@@ -669,6 +799,7 @@ Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
 
 Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record) {
   GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus));
+  startCall();
   ncclDataType_t type;
   ncclRedOp_t op;
   GFSHIM_RETURN_IF_ERROR(ncclTypeAndOp(call.dtype, call.op, &type, &op));
@@ -678,18 +809,20 @@ Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record
   }
   // Both tables in one host vector: [0, n) gathers from the sends, [n, 2n) scatters to the recvs.
   const size_t n = call.opCount;
+  const size_t elementBytes = dtypeBytes(call.dtype);
   slices_.resize(2 * n);
   uint64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (call.ops[i].bytes % elementBytes != 0) {
+      return Status::error(
+          StatusCode::kInvalidArgument,
+          "fused operation of a partial element (" + std::to_string(call.ops[i].bytes) + " bytes)");
+    }
     slices_[i] = FusionSlice{call.ops[i].send, offset, call.ops[i].bytes};
     slices_[n + i] = FusionSlice{call.ops[i].recv, offset, call.ops[i].bytes};
     offset += call.ops[i].bytes;
   }
-  const size_t elementBytes = dtypeBytes(call.dtype);
   if (n == 0 || offset == 0) return Status::ok();
-  if (offset % elementBytes != 0) {
-    return Status::error(StatusCode::kInvalidArgument, "fused bucket of partial elements");
-  }
   const size_t count = offset / elementBytes;
   // The bucket as one lossy call on itself (in place: the input copy keeps it for a redo).
   GpuCall dense;
@@ -735,9 +868,9 @@ Status NcclGroup::runCodec(const GpuCall& call, GpuCallRecord* record) {
   return Status::ok();
 }
 
-Status NcclGroup::agreeAnyDense(bool wantDense, bool* anyDense, GpuCallRecord* record) {
+Status NcclGroup::agreeCscMode(int mine, int* agreed, GpuCallRecord* record) {
   int* agreement = &deviceInts_[1];
-  hostInts_[1] = wantDense ? 1 : 0;
+  hostInts_[1] = mine;
   GFSHIM_CUDA_RETURN_IF_ERROR(
       "cudaMemcpyAsync of the CSC agreement",
       cudaMemcpyAsync(agreement, &hostInts_[1], sizeof(int), cudaMemcpyHostToDevice, stream_));
@@ -749,7 +882,7 @@ Status NcclGroup::agreeAnyDense(bool wantDense, bool* anyDense, GpuCallRecord* r
       "cudaMemcpyAsync of the CSC agreement",
       cudaMemcpyAsync(&hostInts_[1], agreement, sizeof(int), cudaMemcpyDeviceToHost, stream_));
   GFSHIM_RETURN_IF_ERROR(waitForStream("the CSC agreement"));
-  *anyDense = hostInts_[1] != 0;
+  *agreed = hostInts_[1];
   return Status::ok();
 }
 
@@ -765,6 +898,11 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
   const auto* send = static_cast<const float*>(call.send);
   auto* recv = static_cast<float*>(call.recv);
 
+  // The dense fallback's scratch first: a peer may ask for a dense call.
+  const Status denseReserved = reserveDenseScratch(call, count, send == recv);
+  if (!denseReserved.isOk() && denseReserved.code() != StatusCode::kOutOfMemory) {
+    return denseReserved;
+  }
   DeviceResidual* entry = nullptr;
   GFSHIM_RETURN_IF_ERROR(residuals_.findOrCreate(call.residualKey, count, stream_, &entry));
   const size_t chunks = cscChunkCount(count, chunkElements);
@@ -793,15 +931,23 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
   }
 
   broken_ = true;  // from the first enqueue until the call completes
-  bool anyDense = false;
-  GFSHIM_RETURN_IF_ERROR(agreeAnyDense(wantDense, &anyDense, record));
+  const int mine = !denseReserved.isOk() ? kCscCannotRun : wantDense ? kCscDense : kCscSparse;
+  int mode = kCscSparse;
+  GFSHIM_RETURN_IF_ERROR(agreeCscMode(mine, &mode, record));
+  if (mode == kCscCannotRun) {
+    broken_ = false;  // only the agreement ran, and it completed everywhere
+    return !denseReserved.isOk()
+               ? denseReserved
+               : Status::error(StatusCode::kOutOfMemory,
+                               "another rank has no device memory for this CSC call");
+  }
+  const bool anyDense = mode == kCscDense;
   // A failure from here on restarts the entry's warm-up, as cscAllreduce resets its entry; the
   // residual values are not cleared, since a broken group runs no further call.
   const int64_t callsBefore = entry != nullptr ? entry->callsSeen : 0;
   if (entry != nullptr) entry->callsSeen = 0;
   if (anyDense) {
-    // Dense: send whole into recv; the residual stays as it is.
-    GFSHIM_RETURN_IF_ERROR(reserveDenseScratch(call, count, send == recv));
+    // Dense: send whole into recv (scratch reserved above); the residual stays as it is.
     GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, send, recv, count, record));
     GFSHIM_RETURN_IF_ERROR(waitForStream("the dense CSC call"));
     if (entry != nullptr) entry->callsSeen = callsBefore + 1;
@@ -848,6 +994,7 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
 
 Status NcclGroup::allreduce(const GpuCall& call, GpuCallRecord* record) {
   GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus && call.count > 0));
+  startCall();
   if (call.count == 0) return Status::ok();
   if (call.send == nullptr || call.recv == nullptr) {
     return Status::error(StatusCode::kInvalidArgument, "null buffer with a non-zero count");
@@ -1045,6 +1192,7 @@ bool fusedAllreduce(void* group, const GpuFusedCall* call, GpuCallRecord* record
     Status status = guard.enter(made->device());
     if (status.isOk()) status = made->fusedAllreduce(*call, record);
     if (!status.isOk()) {
+      made->abortAfterFailure();
       setWhy(why, whyBytes, "%s", status.message().c_str());
       return false;
     }
@@ -1072,6 +1220,7 @@ bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* wh
     Status status = guard.enter(made->device());
     if (status.isOk()) status = made->allreduce(*call, &result);
     if (!status.isOk()) {
+      made->abortAfterFailure();
       setWhy(why, whyBytes, "%s", status.message().c_str());
       return false;
     }

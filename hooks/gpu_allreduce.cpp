@@ -60,6 +60,8 @@ Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& 
   char why[256] = {};
   const GpuPluginApi* api = GpuPlugin::load(nullptr);
   if (!api->allreduce(state.gpu.ncclGroup, &gpuCall, &record, why, sizeof(why))) {
+    // The group refuses further calls: this rank votes against NCCL from now on.
+    state.gpu.ncclUnusable = std::string("an NCCL allreduce failed: ") + why;
     return Status::error(StatusCode::kTransportError, std::string("NCCL allreduce: ") + why,
                          MPI_ERR_OTHER);
   }

@@ -480,7 +480,7 @@ Settings settingsFrom(const Config& config) {
   settings.compressMinBytes = config.bytes(Param::COMPRESS_MIN_BYTES);
   settings.prescale = config.flag(Param::PRESCALE);
   settings.nccl = config.flag(Param::NCCL);
-  settings.ncclInitTimeoutSec = config.value(Param::NCCL_INIT_TIMEOUT_SEC).decimal;
+  settings.ncclTimeoutSec = config.value(Param::NCCL_TIMEOUT_SEC).decimal;
   settings.gpuStaging = config.flag(Param::GPU_STAGING);
   settings.gpuStagingBytes = config.bytes(Param::GPU_STAGING_BYTES);
   settings.cscDensity = config.value(Param::CSC_DENSITY).decimal;

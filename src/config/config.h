@@ -119,7 +119,7 @@ struct Settings {
   bool checkCalls = true;                 // GFSHIM_CHECK_CALLS
   // GPU buffers: NCCL (plugin), else staging through host memory, else the MPI.
   bool nccl = true;               // GFSHIM_NCCL
-  double ncclInitTimeoutSec = 0;  // GFSHIM_NCCL_INIT_TIMEOUT_SEC; 0: no limit
+  double ncclTimeoutSec = 0;  // GFSHIM_NCCL_TIMEOUT_SEC; 0: no limit
   bool gpuStaging = true;         // GFSHIM_GPU_STAGING
   uint64_t gpuStagingBytes = 0;   // GFSHIM_GPU_STAGING_BYTES
   // Not a parameter: set by the init hook when every rank got MPI_THREAD_MULTIPLE for the

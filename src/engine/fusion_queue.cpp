@@ -286,6 +286,8 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
   GpuCallRecord record;
   char why[256] = {};
   if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &record, why, sizeof(why))) {
+    // The group refuses further calls: this rank votes against NCCL from now on.
+    gpu_.ncclUnusable = std::string("an NCCL fused allreduce failed: ") + why;
     return Status::error(StatusCode::kTransportError, std::string("NCCL fused allreduce: ") + why,
                          MPI_ERR_OTHER);
   }

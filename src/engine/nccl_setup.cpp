@@ -79,7 +79,7 @@ enum ConnectOutcome : int {
   kConnected = 1,
   kFailedHere = 2,  // NCCL reported an error on this rank
   kGaveUp = 3,      // a peer reported a failure first
-  kTimedOut = 4,    // not finished within GFSHIM_NCCL_INIT_TIMEOUT_SEC
+  kTimedOut = 4,    // not finished within GFSHIM_NCCL_TIMEOUT_SEC
 };
 
 // Collective over `comm`: drives the plugin's nonblocking NCCL initialisation of `group` on this
@@ -178,7 +178,7 @@ Status connectEverywhere(MPI_Comm comm, const CommFacts& facts, const GpuPluginA
     std::snprintf(limit, sizeof(limit), "%g", timeoutSec);
     *why = outcome == kTimedOut
                ? "NCCL initialisation did not finish within " + std::string(limit) +
-                     " s (GFSHIM_NCCL_INIT_TIMEOUT_SEC) " + where
+                     " s (GFSHIM_NCCL_TIMEOUT_SEC) " + where
                : "NCCL initialisation failed " + where + (r == rank ? ": " + *why : std::string());
     break;
   }
@@ -245,6 +245,7 @@ Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* g
                   kNcclUniqueIdBytes);
     }
     spec.cscMaxResidualBytes = settings.cscMaxResidualBytes;
+    spec.timeoutSec = settings.ncclTimeoutSec;
     // Fallback for all ranks together (invariant 3): nothing of the call was sent yet. Local
     // preparation first and agreed, so that no rank enters NCCL's collective initialisation
     // while a peer has already given up; then the initialisation, whose outcomes the ranks
@@ -261,7 +262,7 @@ Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* g
       connected.why = "NCCL preparation failed on another rank";
     } else {
       GFSHIM_RETURN_IF_ERROR(connectEverywhere(comm, facts, *api, gpu.ncclGroup,
-                                               settings.ncclInitTimeoutSec, &connected));
+                                               settings.ncclTimeoutSec, &connected));
     }
     if (!connected.everywhere) {
       if (gpu.ncclGroup != nullptr) api->groupDestroy(gpu.ncclGroup, true);

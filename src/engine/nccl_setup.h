@@ -52,7 +52,7 @@ bool ncclUsableOn(const Settings& settings, const GpuCommState& gpu, int device,
 // every rank agreed to run through NCCL: creates its NCCL communicators (world, torus row and
 // column of `grid`, which may be null) on `device` unless they exist. Returns ok with *ready
 // false, identically on every rank, when NCCL cannot run there (setup failed or timed out on
-// some rank, GFSHIM_NCCL_INIT_TIMEOUT_SEC; two ranks share a GPU): gpu.ncclUnusable then says
+// some rank, GFSHIM_NCCL_TIMEOUT_SEC; two ranks share a GPU): gpu.ncclUnusable then says
 // why, and the caller stages the call instead. No rank is left waiting inside NCCL's
 // initialisation for a peer that gave up. An error is an MPI failure of the exchange itself.
 Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* grid,

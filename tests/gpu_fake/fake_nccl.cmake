@@ -2,10 +2,11 @@
 # of libgfshim.so, under the fake CUDA driver. gpu_buffers_fake compares every result byte for
 # byte with PMPI_Allreduce on host copies, so these tests check what the shim does around NCCL:
 # the route vote, the unique ids of the world, torus rows and columns, fused buckets reduced by
-# the plugin, fp16/bf16 on the wire for both, groups destroyed at the end; and the agreed fallback to staging, without a hang,
-# when one rank's NCCL setup fails (at preparation, at the start of the initialisation, or while
-# it runs) or never finishes (GFSHIM_NCCL_INIT_TIMEOUT_SEC). Each fault names rank 1; the fake
-# logs whether each group was destroyed or aborted.
+# the plugin, fp16/bf16 on the wire for both, groups destroyed at the end; the agreed fallback to
+# staging, without a hang, when one rank's NCCL setup fails (at preparation, at the start of the
+# initialisation, or while it runs) or never finishes (GFSHIM_NCCL_TIMEOUT_SEC); and the call's
+# deadline when one rank's allreduce fails alone. Each fault names rank 1; the fake logs whether
+# each group was destroyed or aborted.
 add_library(fake_nccl_plugin SHARED gpu_fake/fake_nccl_plugin.cpp)
 set_target_properties(fake_nccl_plugin PROPERTIES OUTPUT_NAME gfshim_cuda
                       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakenccl)
@@ -87,7 +88,19 @@ add_test(NAME mpi_gpu_nccl_fake_initialisation_fails_while_running_on_one_rank
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
 add_test(NAME mpi_gpu_nccl_fake_initialisation_hangs_on_one_rank
          COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
-                 --env FAKE_NCCL_HANG_RANK=1 --env GFSHIM_NCCL_INIT_TIMEOUT_SEC=2
+                 --env FAKE_NCCL_HANG_RANK=1 --env GFSHIM_NCCL_TIMEOUT_SEC=2
                  ${GFSHIM_FAKE_NCCL_FALLBACK}
-                 --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_INIT_TIMEOUT_SEC\\)"
+                 --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
+
+# One rank's first NCCL allreduce fails before it sends anything: its peers give up at the call's
+# deadline instead of waiting for it forever, every rank reports the error (MPI_ERRORS_RETURN),
+# and later engine calls on that communicator fail at once on every rank; the job ends.
+add_test(NAME mpi_gpu_nccl_fake_call_fails_on_one_rank
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+                 --env FAKE_NCCL_FAIL_CALL_RANK=1 --env GFSHIM_NCCL_TIMEOUT_SEC=2
+                 --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: fake NCCL: injected failure of a call"
+                 --expect "\\[0\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .* did not complete within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
+                 --expect "\\[0\\] GFSHIM WARN ENGINE: allreduce failed: an earlier allreduce on this communicator failed"
+                 -- $<TARGET_FILE:gpu_buffers_fake> errors)

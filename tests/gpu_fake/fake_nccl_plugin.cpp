@@ -22,6 +22,8 @@
 //                                its last poll, where it would be done, reports a failure (its
 //                                peers finish theirs)
 //   FAKE_NCCL_HANG_RANK          the rank never joins and its polls stay pending
+//   FAKE_NCCL_FAIL_CALL_RANK     the first blocking allreduce of each group fails there before it
+//                                sends anything (its peers wait for it until the deadline)
 // Every group's end is logged on stderr ("fake NCCL rank R: group destroyed|aborted ..."), so the
 // tests see whether the shim destroyed or aborted it; so is a made group ("connected").
 #include <dirent.h>
@@ -56,8 +58,6 @@ using gfshim::GpuFusedCall;
 using gfshim::GpuGroupSpec;
 using gfshim::RedOp;
 using gfshim::setWhy;
-
-constexpr double kWaitSeconds = 60;  // a peer missing this long from a call is a failure
 
 bool faultAt(const char* variable, int rank) {
   const char* text = std::getenv(variable);
@@ -236,13 +236,18 @@ class FakeGroup {
       return false;
     }
     everyone->resize(bytes * static_cast<size_t>(world_.size));
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(kWaitSeconds);
+    // The call's deadline, as the real plugin's (GpuGroupSpec::timeoutSec; 0: none).
+    const auto start = std::chrono::steady_clock::now();
     for (int r = 0; r < world_.size; ++r) {
       const std::string path = prefix + std::to_string(r);
       while (!exists(path)) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          setWhy(why, whyBytes, "fake NCCL: rank %d missing from exchange %llu", r, exchanges_);
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (spec_.timeoutSec > 0 && waited > spec_.timeoutSec) {
+          setWhy(why, whyBytes,
+                 "fake NCCL: exchange %llu did not complete within %g s "
+                 "(GFSHIM_NCCL_TIMEOUT_SEC): rank %d is missing",
+                 exchanges_, spec_.timeoutSec, r);
           return false;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -414,7 +419,10 @@ bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* wh
     return false;
   }
   ContextScope context(made->device());
-  ++made->calls;
+  if (++made->calls == 1 && faultAt("FAKE_NCCL_FAIL_CALL_RANK", made->rank())) {
+    setWhy(why, whyBytes, "fake NCCL: injected failure of a call before it sent anything");
+    return false;
+  }
   return made->reduceDevice(call->send, call->recv, call->count, call->dtype, call->op, call->codec,
                             call->prescale, record, why, whyBytes);
 }

@@ -151,18 +151,18 @@ TEST(Config, BadValueKeepsDefaultAndSaysWhy) {
 }
 
 TEST(Config, NcclInitTimeoutIsSecondsWithARange) {
-  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({}))).ncclInitTimeoutSec, 300.0);
-  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_INIT_TIMEOUT_SEC", "2.5"}})))
-                       .ncclInitTimeoutSec,
+  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({}))).ncclTimeoutSec, 300.0);
+  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_TIMEOUT_SEC", "2.5"}})))
+                       .ncclTimeoutSec,
                    2.5);
-  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_INIT_TIMEOUT_SEC", "0"}})))
-                       .ncclInitTimeoutSec,
+  EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_TIMEOUT_SEC", "0"}})))
+                       .ncclTimeoutSec,
                    0.0);  // wait forever
   for (const char* bad : {"-1", "86401", "soon", "5s"}) {
-    const Config config = Config::load(inputs({{"GFSHIM_NCCL_INIT_TIMEOUT_SEC", bad}}));
-    EXPECT_DOUBLE_EQ(settingsFrom(config).ncclInitTimeoutSec, 300.0) << bad;
+    const Config config = Config::load(inputs({{"GFSHIM_NCCL_TIMEOUT_SEC", bad}}));
+    EXPECT_DOUBLE_EQ(settingsFrom(config).ncclTimeoutSec, 300.0) << bad;
     EXPECT_TRUE(
-        mentions(config, "GFSHIM_NCCL_INIT_TIMEOUT_SEC='" + std::string(bad) + "' is invalid"))
+        mentions(config, "GFSHIM_NCCL_TIMEOUT_SEC='" + std::string(bad) + "' is invalid"))
         << bad;
   }
 }

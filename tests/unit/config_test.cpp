@@ -150,7 +150,7 @@ TEST(Config, BadValueKeepsDefaultAndSaysWhy) {
   EXPECT_TRUE(mentions(config, "GFSHIM_ALGO='tree' is invalid: accepted: auto, ring, native"));
 }
 
-TEST(Config, NcclInitTimeoutIsSecondsWithARange) {
+TEST(Config, NcclTimeoutIsSecondsWithARange) {
   EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({}))).ncclTimeoutSec, 300.0);
   EXPECT_DOUBLE_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_NCCL_TIMEOUT_SEC", "2.5"}})))
                        .ncclTimeoutSec,

@@ -21,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -351,6 +352,42 @@ TEST_F(GpuPlugin, FusedBucketReturnsEveryTensorForOneRank) {
           << "tensor " << t;
     }
   }
+}
+
+// A thread with no CUDA context (the shim's fusion thread is one) calls the plugin: afterwards it
+// must still have none. Restoring "the current device" instead would make GPU 0's primary
+// context current there, and create it in every rank's process.
+TEST_F(GpuPlugin, EntriesLeaveAThreadWithoutAContextWithoutOne) {
+  void* group = makeGroup();
+  ASSERT_NE(group, nullptr);
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(driver, nullptr) << "the runtime has loaded the driver";
+  using GetCurrent = int (*)(void**);
+  const auto getCurrent = reinterpret_cast<GetCurrent>(dlsym(driver, "cuCtxGetCurrent"));
+  ASSERT_NE(getCurrent, nullptr);
+  DeviceArray buffer(1024 * sizeof(float));
+  const std::vector<float> input = integerValued<float>(1024, 5);
+  ASSERT_TRUE(buffer.upload(input.data()));
+  void* before = reinterpret_cast<void*>(uintptr_t{1});
+  void* after = reinterpret_cast<void*>(uintptr_t{1});
+  bool ok = false;
+  char why[512] = {};
+  std::thread caller([&] {
+    getCurrent(&before);
+    GpuCall call;
+    call.send = call.recv = buffer.get();
+    call.count = input.size();
+    GpuCallRecord record;
+    ok = api_->allreduce(group, &call, &record, why, sizeof why);
+    getCurrent(&after);
+  });
+  caller.join();
+  EXPECT_TRUE(ok) << why;
+  EXPECT_EQ(before, nullptr) << "a new thread starts without a context";
+  EXPECT_EQ(after, nullptr) << "the plugin left a context current on a thread that had none";
+  std::vector<float> got(input.size());
+  ASSERT_TRUE(buffer.download(got.data()));
+  EXPECT_EQ(std::memcmp(got.data(), input.data(), got.size() * sizeof(float)), 0);
 }
 
 TEST_F(GpuPlugin, TorusOnAGroupWithoutAGridFailsWithAReason) {

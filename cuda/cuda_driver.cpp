@@ -55,6 +55,8 @@ struct CudaDriver::Api {
   CUresult (*memHostRegister)(void*, size_t, unsigned);
   CUresult (*memHostUnregister)(void*);
   CUresult (*devicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*devicePrimaryCtxGetState)(CUdevice, unsigned*, int*);
+  CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned);
 };
 
 namespace {
@@ -105,7 +107,9 @@ bool bindApi(void* library, CudaDriver::Api* api) {
          bindSymbol(library, "cuEventSynchronize", &api->eventSynchronize) &&
          bindSymbol(library, "cuMemHostRegister_v2", &api->memHostRegister) &&
          bindSymbol(library, "cuMemHostUnregister", &api->memHostUnregister) &&
-         bindSymbol(library, "cuDevicePrimaryCtxRetain", &api->devicePrimaryCtxRetain);
+         bindSymbol(library, "cuDevicePrimaryCtxRetain", &api->devicePrimaryCtxRetain) &&
+         bindSymbol(library, "cuDevicePrimaryCtxGetState", &api->devicePrimaryCtxGetState) &&
+         bindSymbol(library, "cuStreamWaitEvent", &api->streamWaitEvent);
 }
 
 }  // namespace
@@ -178,7 +182,11 @@ BufferPlacement CudaDriver::placementOf(const void* pointer) const {
   if (memoryType == kMemoryTypeDevice || (managed & 0xff) != 0) {
     placement.kind = MemKind::kDevice;
     placement.device = ordinal;
-    void* primary = primaryContextOf(ordinal);
+    // Memory of a context the application made itself says which; the primary context is
+    // retained only when it is needed (no context given) or already exists, so a program that
+    // never uses the primary context does not get a second one from the shim.
+    void* primary =
+        context == nullptr || primaryContextActive(ordinal) ? primaryContextOf(ordinal) : nullptr;
     placement.context = context != nullptr ? context : primary;
     placement.primaryContext = placement.context != nullptr && placement.context == primary;
   }
@@ -192,6 +200,14 @@ BufferPlacements CudaDriver::placementsOf(const CudaDriver* driver, const void* 
   at.recv = driver->placementOf(recv);
   at.send = send == recv ? at.recv : driver->placementOf(send);
   return at;
+}
+
+bool CudaDriver::primaryContextActive(int device) const {
+  CUdevice handle = 0;
+  unsigned flags = 0;
+  int active = 0;
+  return api_->deviceGet(&handle, device) == kCudaSuccess &&
+         api_->devicePrimaryCtxGetState(handle, &flags, &active) == kCudaSuccess && active != 0;
 }
 
 // Retained once per device and never released: the process keeps its primary contexts anyway.
@@ -271,6 +287,12 @@ Status CudaDriver::copyToDeviceAsync(void* context, void* device, const void* ho
 Status CudaDriver::recordEvent(void* context, void* event, void* stream) const {
   const ContextScope scope(*api_, context);
   return check(api_->eventRecord(event, stream), "cuEventRecord");
+}
+
+Status CudaDriver::orderAfterLegacyStream(void* context, void* event, void* stream) const {
+  const ContextScope scope(*api_, context);
+  GFSHIM_RETURN_IF_ERROR(check(api_->eventRecord(event, nullptr), "cuEventRecord (stream 0)"));
+  return check(api_->streamWaitEvent(stream, event, 0), "cuStreamWaitEvent");
 }
 
 Status CudaDriver::waitEvent(void* context, void* event) const {

@@ -77,6 +77,10 @@ class CudaDriver {
   Status copyToDeviceAsync(void* context, void* device, const void* host, size_t bytes,
                            void* stream) const;
   Status recordEvent(void* context, void* event, void* stream) const;
+  // Makes `stream`'s later work wait for everything queued so far on the legacy default stream,
+  // which itself waits for every blocking stream (a per-thread default stream included): the
+  // order a synchronous copy would get. `event` is recorded on stream 0 for it.
+  Status orderAfterLegacyStream(void* context, void* event, void* stream) const;
   Status waitEvent(void* context, void* event) const;
   Status synchronize(void* context, void* stream) const;
 
@@ -91,6 +95,7 @@ class CudaDriver {
 
   Status check(int result, const char* what) const;
   void* primaryContextOf(int device) const;
+  bool primaryContextActive(int device) const;
   const Api* api_;
 };
 

@@ -49,8 +49,9 @@ struct GpuGroupSpec {
 // when the result is in recv (the plugin synchronizes its stream). A call that fails after its
 // first NCCL operation (an error, or spec.timeoutSec passed) aborts the group's NCCL
 // communicators and waits for its stream before returning, so nothing writes to the user's
-// buffers afterwards; the group refuses every later call. Its stream is a blocking
-// stream, so it is ordered after the application's work on the legacy default stream.
+// buffers afterwards; the group refuses every later call. Its stream is a blocking stream that
+// waits, at each call's start, for the work queued so far on the legacy default stream (which
+// waits for every blocking stream): the order a synchronous copy would get.
 struct GpuCall {
   const void* send = nullptr;
   void* recv = nullptr;

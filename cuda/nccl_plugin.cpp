@@ -2,7 +2,8 @@
 // cuda/gpu_plugin_api.h (the plugin's only exported symbol is gfshim_gpu_plugin_api).
 //
 // What one group holds: the world, row and column NCCL communicators (made from ids the shim
-// distributed), one blocking CUDA stream (ordered after the application's legacy default stream),
+// distributed), one blocking CUDA stream (ordered at each call's start after the application's
+// work on the legacy default stream and so on every blocking stream),
 // device scratch grown on demand, and the device residuals of CSC. Every call enqueues its work
 // on that stream and waits for it (MPI_Allreduce semantics: the result is in recv on return),
 // polling ncclCommGetAsyncError while it waits so a dead peer gives an error, not a hang.
@@ -412,8 +413,11 @@ class NcclGroup {
   // After a call on a nonblocking communicator: waits while it reports ncclInProgress (the
   // operation is still being enqueued) and turns any other error into a Status.
   Status settle(const char* what, const Comm& comm, ncclResult_t result);
-  // Starts a call's deadline (spec.timeoutSec); pastDeadline says whether it has passed.
-  void startCall();
+  // Starts a call: its deadline (spec.timeoutSec), and the stream's order after the work queued
+  // so far on the legacy default stream, which waits for every blocking stream (a per-thread
+  // default stream included), as a synchronous copy would be ordered. pastDeadline says
+  // whether the deadline has passed.
+  Status startCall();
   Status pastDeadline(const char* what) const;
   // ncclCommFinalize, waited for at most kFinalizeSeconds; false if it did not finish cleanly.
   bool finalize(const Comm& comm);
@@ -440,9 +444,10 @@ class NcclGroup {
   const GpuGroupSpec spec_;
   Comm world_, row_, column_;
   cudaStream_t stream_ = nullptr;
-  int* deviceInts_ = nullptr;  // [0] overflow flag, [1] the CSC agreement
-  int* hostInts_ = nullptr;    // pinned, the same two
-  bool broken_ = false;        // a call failed after its first enqueue, or a peer did not connect
+  int* deviceInts_ = nullptr;         // [0] overflow flag, [1] the CSC agreement
+  int* hostInts_ = nullptr;           // pinned, the same two
+  cudaEvent_t entryEvent_ = nullptr;  // recorded on the legacy stream at each call's start
+  bool broken_ = false;  // a call failed after its first enqueue, or a peer did not connect
   enum class Stage { kPrepared, kWorld, kRow, kColumn, kConnected };
   Stage stage_ = Stage::kPrepared;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
@@ -468,8 +473,7 @@ NcclGroup::~NcclGroup() {
   if (stage_ != Stage::kConnected) broken_ = true;
   if (stream_ != nullptr && !broken_) {
     try {
-      startCall();
-      if (!waitForStream("groupDestroy").isOk()) broken_ = true;
+      if (!startCall().isOk() || !waitForStream("groupDestroy").isOk()) broken_ = true;
     } catch (...) {  // an error message that could not be allocated
       broken_ = true;
     }
@@ -492,6 +496,7 @@ NcclGroup::~NcclGroup() {
     buffer->release();
   }
   residuals_.release();
+  if (entryEvent_ != nullptr) cudaEventDestroy(entryEvent_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   if (deviceInts_ != nullptr) cudaFree(deviceInts_);
   if (hostInts_ != nullptr) cudaFreeHost(hostInts_);
@@ -506,12 +511,16 @@ void NcclGroup::abortAfterFailure() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
 }
 
-void NcclGroup::startCall() {
+Status NcclGroup::startCall() {
   deadline_ = spec_.timeoutSec > 0
                   ? std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(spec_.timeoutSec))
                   : std::chrono::steady_clock::time_point::max();
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaEventRecord (legacy stream)",
+                              cudaEventRecord(entryEvent_, cudaStreamLegacy));
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaStreamWaitEvent", cudaStreamWaitEvent(stream_, entryEvent_, 0));
+  return Status::ok();
 }
 
 Status NcclGroup::pastDeadline(const char* what) const {
@@ -613,6 +622,8 @@ Status NcclGroup::prepare() {
       cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, spec_.device));
   memory_.stream = stream_;
   memory_.streamOrdered = pools != 0;
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaEventCreateWithFlags",
+                              cudaEventCreateWithFlags(&entryEvent_, cudaEventDisableTiming));
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaMalloc of the group's flags",
                               cudaMalloc(reinterpret_cast<void**>(&deviceInts_), 2 * sizeof(int)));
   GFSHIM_CUDA_RETURN_IF_ERROR(
@@ -799,7 +810,7 @@ Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
 
 Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record) {
   GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus));
-  startCall();
+  GFSHIM_RETURN_IF_ERROR(startCall());
   ncclDataType_t type;
   ncclRedOp_t op;
   GFSHIM_RETURN_IF_ERROR(ncclTypeAndOp(call.dtype, call.op, &type, &op));
@@ -994,7 +1005,7 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
 
 Status NcclGroup::allreduce(const GpuCall& call, GpuCallRecord* record) {
   GFSHIM_RETURN_IF_ERROR(checkUsable(call.torus && call.count > 0));
-  startCall();
+  GFSHIM_RETURN_IF_ERROR(startCall());
   if (call.count == 0) return Status::ok();
   if (call.send == nullptr || call.recv == nullptr) {
     return Status::error(StatusCode::kInvalidArgument, "null buffer with a non-zero count");

@@ -30,10 +30,15 @@ StagingArea::~StagingArea() { release(); }
 
 void StagingArea::release() {
   if (driver_ != nullptr) {
+    // Stream destruction returns before the stream's work is done: nothing may still copy into
+    // the slots when they are unpinned and unmapped.
+    if (stream_ != nullptr) (void)driver_->synchronize(context_, stream_);
     for (void*& event : events_) {
       if (event != nullptr) driver_->destroyEvent(context_, event);
       event = nullptr;
     }
+    if (entryEvent_ != nullptr) driver_->destroyEvent(context_, entryEvent_);
+    entryEvent_ = nullptr;
     if (stream_ != nullptr) driver_->destroyStream(context_, stream_);
     if (pinned_) driver_->unpinHost(context_, memory_);
   }
@@ -72,6 +77,8 @@ Status StagingArea::prepare(const CudaDriver& driver, void* context, size_t slot
   slots_[0] = memory_;
   slots_[1] = slots > 1 ? memory_ + rounded : memory_;
   preferNumaNode(memory_, mappedBytes_, numaNode);
+  // A forked child (a data-loader worker) must not get copy-on-write pages of pinned memory.
+  (void)madvise(memory_, mappedBytes_, MADV_DONTFORK);
   const Status pin = driver.pinHost(context, memory_, mappedBytes_);
   pinned_ = pin.isOk();
   if (!pinned_) {
@@ -82,6 +89,7 @@ Status StagingArea::prepare(const CudaDriver& driver, void* context, size_t slot
   for (size_t i = 0; i < slots && status.isOk(); ++i) {
     status = driver.createEvent(context, &events_[i]);
   }
+  if (status.isOk()) status = driver.createEvent(context, &entryEvent_);
   if (!status.isOk()) release();
   return status;
 }
@@ -128,6 +136,9 @@ Status runStagedAllreduce(const CudaDriver* driver, StagingArea& area, int numaN
     return local;
   }
   void* stream = area.stream();
+  // The copies come after the application's work on its legacy default stream and on every
+  // blocking stream (a per-thread default stream included), as a synchronous copy would.
+  local = driver->orderAfterLegacyStream(context, area.entryEvent(), stream);
   std::vector<bool> inFailed(blocks, false);
   const auto stageIn = [&](size_t block) {
     if (!sendOnDevice) return;
@@ -163,6 +174,9 @@ Status runStagedAllreduce(const CudaDriver* driver, StagingArea& area, int numaN
   }
   // Drain the stream even after an error: no copy may still write into a slot or the user's buffer.
   const Status drained = driver->synchronize(context, stream);
+  // After a driver error the area's stream and events may be dead (cudaDeviceReset destroys
+  // them): the next call makes new ones.
+  if (!local.isOk() || !drained.isOk()) area.release();
   if (!collective.isOk()) return collective;
   return local.isOk() ? drained : local;
 }

@@ -3,7 +3,8 @@
 //
 // The call's elements are cut into blocks of `blockElements`; block b runs the host plan on
 // elements [b*blockElements, ...) through `reduce`. Device buffers go through two pinned slots
-// on one blocking stream of the buffer's context:
+// on one blocking stream of the buffer's context, which first waits for the work queued so far
+// on the legacy default stream (and so on every blocking stream, as a synchronous copy would):
 //
 //   stream:  in(0) | in(1)          | out(0) in(2)      | out(1) in(3)  | ...
 //   host:          | reduce(0)      | reduce(1)         | reduce(2)     | ...
@@ -45,13 +46,16 @@ class StagingArea {
   std::byte* slot(size_t index) const { return slots_[index % slotCount_]; }
   void* stream() const { return stream_; }
   void* event(size_t index) const { return events_[index % slotCount_]; }
+  void* entryEvent() const { return entryEvent_; }  // recorded on stream 0 at each call's start
+  // Frees everything (after the stream's work is done); the next prepare makes it again.
+  void release();
 
  private:
-  void release();
   const CudaDriver* driver_ = nullptr;
   void* context_ = nullptr;
   void* stream_ = nullptr;
   void* events_[2] = {nullptr, nullptr};
+  void* entryEvent_ = nullptr;
   std::byte* memory_ = nullptr;
   size_t mappedBytes_ = 0;
   size_t slotBytes_ = 0;

@@ -16,5 +16,7 @@ int cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes);
 int cuMemFree_v2(CUdeviceptr pointer);
 int cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes);
 int cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes);
+int cuStreamCreate(void** stream, unsigned flags);
+int cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, void* stream);
 
 #endif

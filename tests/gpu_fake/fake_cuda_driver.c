@@ -174,10 +174,22 @@ CUresult cuDeviceGetPCIBusId(char* text, int length, int device) {
   return kSuccess;
 }
 
+static int gPrimaryRetained[MAX_DEVICES];
+
 CUresult cuDevicePrimaryCtxRetain(void** context, int device) {
   if (!gInitialized) return kNotInitialized;
   if (device < 0 || device >= deviceCount()) return kInvalidValue;
   *context = &gContexts[device];
+  __atomic_store_n(&gPrimaryRetained[device], 1, __ATOMIC_RELEASE);
+  return kSuccess;
+}
+
+/* Active once someone retained it, as the real driver's (which never releases here). */
+CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
+  if (!gInitialized) return kNotInitialized;
+  if (device < 0 || device >= deviceCount()) return kInvalidValue;
+  *flags = 0;
+  *active = __atomic_load_n(&gPrimaryRetained[device], __ATOMIC_ACQUIRE);
   return kSuccess;
 }
 
@@ -383,6 +395,18 @@ CUresult cuEventRecord(void* event, void* stream) {
 }
 
 CUresult cuEventSynchronize(void* event) {
+  struct Event* e = event;
+  pthread_mutex_lock(&gLock);
+  if (e->stream != NULL && e->doneSeq < e->seq) drain(e->stream, e->seq);
+  pthread_mutex_unlock(&gLock);
+  return kSuccess;
+}
+
+/* Work queued on `stream` from now on waits for the event: here the event's own queued work runs
+ * now (deferred copies run only when something waits for them). */
+CUresult cuStreamWaitEvent(void* stream, void* event, unsigned flags) {
+  (void)stream;
+  (void)flags;
   struct Event* e = event;
   pthread_mutex_lock(&gLock);
   if (e->stream != NULL && e->doneSeq < e->seq) drain(e->stream, e->seq);

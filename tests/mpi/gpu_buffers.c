@@ -10,6 +10,10 @@
  *              with MPI_Waitall
  *     nohost   the fused tensors all in device memory (otherwise every third one is in host
  *              memory), so whole buckets can go to NCCL
+ *     pending  device inputs are written by an asynchronous copy on a stream of the program's own
+ *              (a blocking stream, as a per-thread default stream is) that may still be pending
+ *              when the allreduce is called: the shim must order its copies after it, as a
+ *              synchronous copy on the legacy default stream would be
  *     errors   MPI_ERRORS_RETURN on MPI_COMM_WORLD: a blocking call that returns an error is
  *              reported ("returned an error: ...") and not compared, and the run goes on
  *     kinds    also send and receive buffers of different kinds on one rank (host -> device,
@@ -30,6 +34,7 @@
 #include "cuda_test_api.h"
 
 static int gRank, gSize, gOnDevice, gFusedHostTensors = 1, gErrorsReturn;
+static void* gAppStream; /* "pending": the program's own blocking stream */
 static long gChecks, gErrors;
 
 #define CHECK_CU(call)                                                         \
@@ -70,7 +75,9 @@ static void bufferFree(struct Buffer* b) {
 }
 
 static void bufferWrite(struct Buffer* b, const void* host) {
-  if (b->device) {
+  if (b->device && gAppStream != NULL) {
+    CHECK_CU(cuMemcpyHtoDAsync_v2((CUdeviceptr)(uintptr_t)b->pointer, host, b->bytes, gAppStream));
+  } else if (b->device) {
     CHECK_CU(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)b->pointer, host, b->bytes));
   } else {
     memcpy(b->pointer, host, b->bytes);
@@ -159,6 +166,7 @@ static void fusedCase(int tensors, int seed) {
   struct Buffer* buffers = calloc((size_t)tensors, sizeof(struct Buffer));
   struct Buffer* sources = calloc((size_t)tensors, sizeof(struct Buffer));
   float** wants = calloc((size_t)tensors, sizeof(float*));
+  float** inputs = calloc((size_t)tensors, sizeof(float*)); /* kept: a copy may be pending */
   size_t* counts = calloc((size_t)tensors, sizeof(size_t));
   MPI_Request* requests = calloc((size_t)tensors, sizeof(MPI_Request));
   /* not MPI_STATUSES_IGNORE: MPICH's trips gcc's -Wstringop-overflow */
@@ -166,7 +174,7 @@ static void fusedCase(int tensors, int seed) {
   for (int t = 0; t < tensors; ++t) {
     counts[t] = (size_t)(1 + (t * 7919 + seed * 104729) % 70000);
     const size_t bytes = counts[t] * sizeof(float);
-    float* input = malloc(bytes);
+    float* input = inputs[t] = malloc(bytes);
     wants[t] = malloc(bytes);
     fill(MPI_FLOAT, input, counts[t], seed + t);
     PMPI_Allreduce(input, wants[t], (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -177,7 +185,6 @@ static void fusedCase(int tensors, int seed) {
     } else {
       bufferWrite(&buffers[t], input);
     }
-    free(input);
   }
   for (int t = 0; t < tensors; ++t) {
     MPI_Iallreduce(t % 2 == 1 ? sources[t].pointer : MPI_IN_PLACE, buffers[t].pointer,
@@ -192,12 +199,14 @@ static void fusedCase(int tensors, int seed) {
     compare(what, got, wants[t], counts[t] * sizeof(float));
     free(got);
     free(wants[t]);
+    free(inputs[t]);
     bufferFree(&buffers[t]);
     if (t % 2 == 1) bufferFree(&sources[t]);
   }
   free(buffers);
   free(sources);
   free(wants);
+  free(inputs);
   free(counts);
   free(requests);
   free(statuses);
@@ -249,7 +258,7 @@ static void timeTable(void) {
 }
 
 int main(int argc, char** argv) {
-  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, provided = 0;
+  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, pending = 0, provided = 0;
   for (int i = 1; i < argc; ++i) {
     mixed |= strcmp(argv[i], "mixed") == 0;
     fused |= strcmp(argv[i], "fused") == 0;
@@ -258,6 +267,7 @@ int main(int argc, char** argv) {
     kinds |= strcmp(argv[i], "kinds") == 0;
     if (strcmp(argv[i], "nohost") == 0) gFusedHostTensors = 0;
     gErrorsReturn |= strcmp(argv[i], "errors") == 0;
+    pending |= strcmp(argv[i], "pending") == 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
@@ -272,6 +282,7 @@ int main(int argc, char** argv) {
   CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
   CHECK_CU(cuCtxSetCurrent(context));
   gOnDevice = mixed ? gRank % 2 == 0 : 1;
+  if (pending) CHECK_CU(cuStreamCreate(&gAppStream, 0));
 
   const size_t counts[] = {1000, 65536 + 3, 300001, 1048576 + 5};
   for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {

@@ -83,7 +83,7 @@ run() {
   for np in 1 2 4; do
     local args=(fused)
     [[ $np == 2 ]] && args+=(time)
-    [[ $np == 4 ]] && args+=(mixed)
+    [[ $np == 4 ]] && args+=(mixed pending)
     step "MPI + shim, GPU buffers, np $np" 120 "${mpirun[@]}" -np "$np" "$carry/bin/gpu_buffers_cuda" "${args[@]}"
   done
   echo; echo "== summary"

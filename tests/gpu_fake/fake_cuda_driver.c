@@ -16,7 +16,14 @@
  * rewrites one before its copy ran, sees wrong data, as it could on a real GPU.
  *
  * Only the entry points the shim and its tests use exist; the CUDA runtime finds none of the
- * ones it needs (cuGetProcAddress), so a runtime loaded beside this fake reports no driver. */
+ * ones it needs (cuGetProcAddress), so a runtime loaded beside this fake reports no driver.
+ *
+ * What it does not model, so what only a real GPU checks: stream flags and contexts (stream-0
+ * work drains every stream of every context, non-blocking ones included, and a stream used under
+ * another context works); GPU work of the application other than its copies; a synchronous
+ * host-to-device copy returning before its DMA is done; stream and event destruction returning
+ * before their work is done; cuMemHostRegister failures; memory kinds other than device and
+ * unknown (pinned host, managed, VMM); and the cost of retaining a primary context. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>

@@ -185,8 +185,7 @@ BufferPlacement CudaDriver::placementOf(const void* pointer) const {
     // Memory of a context the application made itself says which; the primary context is
     // retained only when it is needed (no context given) or already exists, so a program that
     // never uses the primary context does not get a second one from the shim.
-    void* primary =
-        context == nullptr || primaryContextActive(ordinal) ? primaryContextOf(ordinal) : nullptr;
+    void* primary = primaryContextOf(ordinal, /*evenIfInactive=*/context == nullptr);
     placement.context = context != nullptr ? context : primary;
     placement.primaryContext = placement.context != nullptr && placement.context == primary;
   }
@@ -202,26 +201,23 @@ BufferPlacements CudaDriver::placementsOf(const CudaDriver* driver, const void* 
   return at;
 }
 
-bool CudaDriver::primaryContextActive(int device) const {
-  CUdevice handle = 0;
-  unsigned flags = 0;
-  int active = 0;
-  return api_->deviceGet(&handle, device) == kCudaSuccess &&
-         api_->devicePrimaryCtxGetState(handle, &flags, &active) == kCudaSuccess && active != 0;
-}
-
 // Retained once per device and never released: the process keeps its primary contexts anyway.
-void* CudaDriver::primaryContextOf(int device) const {
+// Once retained, a call costs one atomic load (it runs for every device pointer of every call).
+void* CudaDriver::primaryContextOf(int device, bool evenIfInactive) const {
   constexpr int kMaxDevices = 64;
   static std::atomic<void*> contexts[kMaxDevices] = {};
   if (device < 0 || device >= kMaxDevices) return nullptr;
   if (void* known = contexts[device].load(std::memory_order_acquire)) return known;
   CUdevice handle = 0;
-  CUcontext context = nullptr;
-  if (api_->deviceGet(&handle, device) != kCudaSuccess ||
-      api_->devicePrimaryCtxRetain(&context, handle) != kCudaSuccess) {
+  if (api_->deviceGet(&handle, device) != kCudaSuccess) return nullptr;
+  unsigned flags = 0;
+  int active = 0;
+  if (!evenIfInactive &&
+      (api_->devicePrimaryCtxGetState(handle, &flags, &active) != kCudaSuccess || active == 0)) {
     return nullptr;
   }
+  CUcontext context = nullptr;
+  if (api_->devicePrimaryCtxRetain(&context, handle) != kCudaSuccess) return nullptr;
   void* expected = nullptr;
   if (!contexts[device].compare_exchange_strong(expected, context)) return expected;
   return context;

@@ -94,8 +94,9 @@ class CudaDriver {
   explicit CudaDriver(const Api* api) : api_(api) {}
 
   Status check(int result, const char* what) const;
-  void* primaryContextOf(int device) const;
-  bool primaryContextActive(int device) const;
+  // The device's primary context, retained at the first call that finds it active (or, with
+  // evenIfInactive, at the first call); nullptr otherwise.
+  void* primaryContextOf(int device, bool evenIfInactive) const;
   const Api* api_;
 };
 

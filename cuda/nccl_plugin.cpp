@@ -1128,48 +1128,47 @@ bool groupPrepare(const GpuGroupSpec* spec, void** group, char* why, size_t whyB
   return false;
 }
 
-bool groupConnectStart(void* group, char* why, size_t whyBytes) noexcept {
+// The frame of the entries on a made group: the group's device current for `body` (returning a
+// Status), its failure or any exception written to *why (without allocating in the handlers).
+template <typename Body>
+bool onGroupDevice(const char* entry, NcclGroup* group, char* why, size_t whyBytes, Body body) {
   try {
-    if (group == nullptr) {
-      setWhy(why, whyBytes, "groupConnectStart: null group");
-      return false;
-    }
-    auto* made = static_cast<NcclGroup*>(group);
     DeviceGuard guard;
-    Status status = guard.enter(made->device());
-    if (status.isOk()) status = made->connectStart();
-    if (!status.isOk()) setWhy(why, whyBytes, "%s", status.message().c_str());
-    return status.isOk();
+    Status status = guard.enter(group->device());
+    if (status.isOk()) status = body();
+    if (status.isOk()) return true;
+    setWhy(why, whyBytes, "%s", status.message().c_str());
   } catch (const std::exception& e) {
-    setWhy(why, whyBytes, "groupConnectStart: %s", e.what());
+    setWhy(why, whyBytes, "%s: %s", entry, e.what());
   } catch (...) {
-    setWhy(why, whyBytes, "groupConnectStart: unknown exception");
+    setWhy(why, whyBytes, "%s: unknown exception", entry);
   }
   return false;
 }
 
-int groupConnectPoll(void* group, char* why, size_t whyBytes) noexcept {
-  try {
-    if (group == nullptr) {
-      setWhy(why, whyBytes, "groupConnectPoll: null group");
-      return kGpuConnectFailed;
-    }
-    auto* made = static_cast<NcclGroup*>(group);
-    DeviceGuard guard;
-    Status status = guard.enter(made->device());
-    if (!status.isOk()) {
-      setWhy(why, whyBytes, "%s", status.message().c_str());
-      return kGpuConnectFailed;
-    }
-    const GpuConnectState state = made->connectPoll(&status);
-    if (state == kGpuConnectFailed) setWhy(why, whyBytes, "%s", status.message().c_str());
-    return state;
-  } catch (const std::exception& e) {
-    setWhy(why, whyBytes, "groupConnectPoll: %s", e.what());
-  } catch (...) {
-    setWhy(why, whyBytes, "groupConnectPoll: unknown exception");
+bool groupConnectStart(void* group, char* why, size_t whyBytes) noexcept {
+  if (group == nullptr) {
+    setWhy(why, whyBytes, "groupConnectStart: null group");
+    return false;
   }
-  return kGpuConnectFailed;
+  auto* made = static_cast<NcclGroup*>(group);
+  return onGroupDevice("groupConnectStart", made, why, whyBytes,
+                       [&] { return made->connectStart(); });
+}
+
+int groupConnectPoll(void* group, char* why, size_t whyBytes) noexcept {
+  if (group == nullptr) {
+    setWhy(why, whyBytes, "groupConnectPoll: null group");
+    return kGpuConnectFailed;
+  }
+  auto* made = static_cast<NcclGroup*>(group);
+  GpuConnectState state = kGpuConnectFailed;
+  onGroupDevice("groupConnectPoll", made, why, whyBytes, [&] {
+    Status failure = Status::ok();
+    state = made->connectPoll(&failure);
+    return failure;  // set when state is kGpuConnectFailed
+  });
+  return state;
 }
 
 void groupDestroy(void* group, bool abort) noexcept {
@@ -1192,56 +1191,34 @@ bool supports(DType dtype, RedOp op) noexcept {
 
 bool fusedAllreduce(void* group, const GpuFusedCall* call, GpuCallRecord* record, char* why,
                     size_t whyBytes) noexcept {
-  try {
-    if (group == nullptr || call == nullptr || record == nullptr) {
-      setWhy(why, whyBytes, "fusedAllreduce: null group, call or record");
-      return false;
-    }
-    *record = GpuCallRecord{};
-    auto* made = static_cast<NcclGroup*>(group);
-    DeviceGuard guard;
-    Status status = guard.enter(made->device());
-    if (status.isOk()) status = made->fusedAllreduce(*call, record);
-    if (!status.isOk()) {
-      made->abortAfterFailure();
-      setWhy(why, whyBytes, "%s", status.message().c_str());
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {
-    setWhy(why, whyBytes, "fusedAllreduce: %s", e.what());
-  } catch (...) {
-    setWhy(why, whyBytes, "fusedAllreduce: unknown exception");
+  if (group == nullptr || call == nullptr || record == nullptr) {
+    setWhy(why, whyBytes, "fusedAllreduce: null group, call or record");
+    return false;
   }
-  return false;
+  *record = GpuCallRecord{};
+  auto* made = static_cast<NcclGroup*>(group);
+  return onGroupDevice("fusedAllreduce", made, why, whyBytes, [&] {
+    const Status status = made->fusedAllreduce(*call, record);
+    if (!status.isOk()) made->abortAfterFailure();
+    return status;
+  });
 }
 
 bool allreduce(void* group, const GpuCall* call, GpuCallRecord* record, char* why,
                size_t whyBytes) noexcept {
-  try {
-    if (group == nullptr || call == nullptr) {
-      setWhy(why, whyBytes, "allreduce: null group or call");
-      return false;
-    }
-    GpuCallRecord ignored;
-    GpuCallRecord& result = record != nullptr ? *record : ignored;
-    result = GpuCallRecord{};
-    auto* made = static_cast<NcclGroup*>(group);
-    DeviceGuard guard;
-    Status status = guard.enter(made->device());
-    if (status.isOk()) status = made->allreduce(*call, &result);
-    if (!status.isOk()) {
-      made->abortAfterFailure();
-      setWhy(why, whyBytes, "%s", status.message().c_str());
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {
-    setWhy(why, whyBytes, "allreduce: %s", e.what());
-  } catch (...) {
-    setWhy(why, whyBytes, "allreduce: unknown exception");
+  if (group == nullptr || call == nullptr) {
+    setWhy(why, whyBytes, "allreduce: null group or call");
+    return false;
   }
-  return false;
+  GpuCallRecord ignored;
+  GpuCallRecord& result = record != nullptr ? *record : ignored;
+  result = GpuCallRecord{};
+  auto* made = static_cast<NcclGroup*>(group);
+  return onGroupDevice("allreduce", made, why, whyBytes, [&] {
+    const Status status = made->allreduce(*call, &result);
+    if (!status.isOk()) made->abortAfterFailure();
+    return status;
+  });
 }
 
 }  // namespace

@@ -338,7 +338,7 @@ class FakeGroup {
       setWhy(why, whyBytes, "fake NCCL: cannot write the receive buffer");
       return false;
     }
-    if (codec != gfshim::WireCodec::kNone) ++codecCalls_;
+    if (codec != gfshim::WireCodec::kNone) ++codecCalls;
     return true;
   }
 
@@ -348,15 +348,15 @@ class FakeGroup {
     return p <= 1 ? 0 : 2 * (bytes / p * (p - 1) + bytes % p * (p - 1) / p);
   }
 
-  unsigned long long calls = 0, fusedCalls = 0;
-  unsigned long long codecCalls() const { return codecCalls_; }
+  // What the group did, for its destruction's log line.
+  unsigned long long calls = 0, fusedCalls = 0, codecCalls = 0;
 
  private:
   enum Stage { kPrepared, kWorld, kRow, kColumn, kConnected };
   GpuGroupSpec spec_;
   FakeComm world_, row_, column_;
   Stage stage_ = kPrepared;
-  unsigned long long exchanges_ = 0, codecCalls_ = 0;
+  unsigned long long exchanges_ = 0;
 };
 
 bool probe(int device, char* why, size_t whyBytes) noexcept {
@@ -404,7 +404,7 @@ void groupDestroy(void* group, bool abort) noexcept {
                "the wire\n",
                made->rank(), abort ? "aborted" : "destroyed",
                made->connected() ? "connected" : "not connected", made->calls, made->fusedCalls,
-               made->codecCalls());
+               made->codecCalls);
   delete made;
 }
 

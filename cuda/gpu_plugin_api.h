@@ -49,9 +49,10 @@ struct GpuGroupSpec {
 // when the result is in recv (the plugin synchronizes its stream). A call that fails after its
 // first NCCL operation (an error, or spec.timeoutSec passed) aborts the group's NCCL
 // communicators and waits for its stream before returning, so nothing writes to the user's
-// buffers afterwards; the group refuses every later call. Its stream is a blocking stream that
-// waits, at each call's start, for the work queued so far on the legacy default stream (which
-// waits for every blocking stream): the order a synchronous copy would get.
+// buffers afterwards; the group refuses every later call. Its stream is a non-blocking stream
+// that waits, at each call's start, for the work queued so far on the legacy default stream
+// (which waits for every blocking stream): the order a synchronous copy would get, without
+// waiting for the other group's NCCL work on the same GPU.
 struct GpuCall {
   const void* send = nullptr;
   void* recv = nullptr;

@@ -2,14 +2,15 @@
 // cuda/gpu_plugin_api.h (the plugin's only exported symbol is gfshim_gpu_plugin_api).
 //
 // What one group holds: the world, row and column NCCL communicators (made from ids the shim
-// distributed), one blocking CUDA stream (ordered at each call's start after the application's
-// work on the legacy default stream and so on every blocking stream),
-// device scratch grown on demand, and the device residuals of CSC. Every call enqueues its work
-// on that stream and waits for it (MPI_Allreduce semantics: the result is in recv on return),
-// polling ncclCommGetAsyncError while it waits so a dead peer gives an error, not a hang.
-// The communicators are nonblocking (config.blocking = 0): their initialisation advances only
-// through the shim's polls (groupConnectPoll), so a rank can give up when a peer failed, and a
-// collective call that returns ncclInProgress is settled before the next NCCL call.
+// distributed), one non-blocking CUDA stream (ordered at each call's start after the
+// application's work on the legacy default stream and so on every blocking stream, but never
+// after the other group's NCCL work: see prepare()), device scratch grown on demand, and the device
+// residuals of CSC. Every call enqueues its work on that stream and waits for it (MPI_Allreduce
+// semantics: the result is in recv on return), polling ncclCommGetAsyncError while it waits so a
+// dead peer gives an error, not a hang. The communicators are nonblocking (config.blocking = 0):
+// their initialisation advances only through the shim's polls (groupConnectPoll), so a rank can
+// give up when a peer failed, and a collective call that returns ncclInProgress is settled before
+// the next NCCL call.
 //
 // The shapes of one call (count N elements, p world ranks, grid R x C when torus):
 //
@@ -421,7 +422,8 @@ class NcclGroup {
   Status pastDeadline(const char* what) const;
   // ncclCommFinalize, waited for at most kFinalizeSeconds; false if it did not finish cleanly.
   bool finalize(const Comm& comm);
-  // Waits for the stream, watching every communicator for an asynchronous NCCL error.
+  // Waits for the stream, watching every communicator for an asynchronous NCCL error, also after
+  // the stream drained.
   Status waitForStream(const char* what);
 
   // Enqueues recv = op over the world of send, ring or torus (see the top of the file).
@@ -614,8 +616,14 @@ bool NcclGroup::finalize(const Comm& comm) {
 }
 
 Status NcclGroup::prepare() {
-  // Default flags: a blocking stream, ordered after work on the legacy default stream.
-  GFSHIM_CUDA_RETURN_IF_ERROR("cudaStreamCreate", cudaStreamCreate(&stream_));
+  // Non-blocking: the event each call waits for (startCall) is recorded on the legacy default
+  // stream, which waits for every blocking stream. Were this stream blocking, a call would also
+  // wait for the NCCL work in flight on the other group of this GPU (blocking calls and the
+  // fusion thread's buckets each have one), and with the two started in different orders on
+  // two ranks, each GPU would wait for the other's: a deadlock until the deadline. Work the
+  // application queues on the legacy stream after a call does not wait for it either.
+  GFSHIM_CUDA_RETURN_IF_ERROR("cudaStreamCreateWithFlags",
+                              cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   int pools = 0;
   GFSHIM_CUDA_RETURN_IF_ERROR(
       "cudaDeviceGetAttribute (memory pools)",
@@ -681,10 +689,11 @@ Status NcclGroup::waitForStream(const char* what) {
   const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   for (;;) {
     const cudaError_t state = cudaStreamQuery(stream_);
-    if (state == cudaSuccess) return Status::ok();
-    if (state != cudaErrorNotReady) {
+    if (state != cudaSuccess && state != cudaErrorNotReady) {
       return cudaFailure((std::string("cudaStreamQuery after ") + what).c_str(), state);
     }
+    // Asked also once the stream has drained: a collective that a failure ended (a peer's
+    // abort, a broken link) completes without its result, so only the error tells.
     for (const Comm* comm : {&world_, &row_, &column_}) {
       if (comm->comm == nullptr) continue;
       ncclResult_t asyncError = ncclSuccess;
@@ -695,6 +704,7 @@ Status NcclGroup::waitForStream(const char* what) {
                            asyncError);
       }
     }
+    if (state == cudaSuccess) return Status::ok();
     GFSHIM_RETURN_IF_ERROR(pastDeadline(what));
     if (std::chrono::steady_clock::now() < spinUntil) {
       std::this_thread::yield();

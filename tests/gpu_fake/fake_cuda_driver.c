@@ -16,7 +16,9 @@
  * rewrites one before its copy ran, sees wrong data, as it could on a real GPU.
  *
  * Only the entry points the shim and its tests use exist; the CUDA runtime finds none of the
- * ones it needs (cuGetProcAddress), so a runtime loaded beside this fake reports no driver.
+ * ones it needs (cuGetProcAddress), so a runtime loaded beside this fake reports no driver. Two
+ * functions that are not CUDA's serve the emulated GPU of tests/gpu_emul/ (which stands in for
+ * the runtime there): fakeCudaDeviceView and fakeCudaRunDeferredCopies.
  *
  * What it does not model, so what only a real GPU checks: stream flags and contexts (stream-0
  * work drains every stream of every context, non-blocking ones included, and a stream used under
@@ -227,6 +229,31 @@ CUresult cuCtxPopCurrent_v2(void** context) {
 
 static struct Context* currentContext(void) {
   return tContextDepth > 0 ? tContextStack[tContextDepth - 1] : NULL;
+}
+
+CUresult cuCtxGetDevice(int* device) {
+  struct Context* context = currentContext();
+  if (context == NULL) return kInvalidContext;
+  *device = context->ordinal;
+  return kSuccess;
+}
+
+/* Not a CUDA entry point: the fake's own read-write view of [pointer, pointer + bytes) of device
+ * memory, or NULL when that range is not inside one device allocation. The emulated CUDA runtime,
+ * kernels and NCCL of tests/gpu_emul/ reach device memory through it. */
+void* fakeCudaDeviceView(const void* pointer, size_t bytes) {
+  pthread_mutex_lock(&gLock);
+  char* backing = backingOf(pointer, bytes);
+  pthread_mutex_unlock(&gLock);
+  return backing;
+}
+
+/* Not a CUDA entry point: runs every stream's deferred copies now, for the emulated runtime's
+ * streams that wait for an event on the legacy default stream. */
+void fakeCudaRunDeferredCopies(void) {
+  pthread_mutex_lock(&gLock);
+  drainAll();
+  pthread_mutex_unlock(&gLock);
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {

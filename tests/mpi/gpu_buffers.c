@@ -1,6 +1,6 @@
 /* Allreduces of GPU buffers through the shim, checked against PMPI_Allreduce on host copies.
  *
- *   gpu_buffers [mixed] [fused] [lossy]
+ *   gpu_buffers [mixed] [fused] [nohost] [pending] [errors] [kinds] [lossy] [time] | csc
  *     (always) blocking MPI_Allreduce of device buffers: below GFSHIM_MIN_BYTES (staged around the
  *              MPI call), above it (the engine: NCCL or the staging pipeline), int/float/double,
  *              SUM/MAX, in place and not, counts that leave a short last block
@@ -19,6 +19,10 @@
  *     kinds    also send and receive buffers of different kinds on one rank (host -> device,
  *              device -> host)
  *     lossy    also float SUMs the lossy modes take (values exact in fp16, so the check is exact)
+ *     csc      instead of the checks above: the same float SUMs on host buffers and on device
+ *              buffers, call after call, whose results must be identical (sparse and 16-bit
+ *              modes are lossy, so the host engine's result is the reference; the residuals
+ *              carry over, and the last call overflows fp16)
  *     time     afterwards, a table: MPI_Allreduce of device buffers (NCCL or staged) against host
  *              buffers of the same bytes, float SUM in place, median of 5 (bench/gpu_check.sh)
  *
@@ -212,6 +216,60 @@ static void fusedCase(int tensors, int seed) {
   free(statuses);
 }
 
+/* "csc": one sequence of float SUMs, in place and not, on a pair of host buffers and on a pair of
+ * device buffers (always the same addresses, so the residuals carry over from call to call). The
+ * device results must be the host engine's bit for bit. The values are integers (with per-chunk
+ * magnitudes that move from call to call, so the selection changes), which keeps every sum exact
+ * in any order and in fp16, except in the last call, whose first 4096 sums overflow fp16 (the
+ * redo makes them exact again). */
+static void cscCase(void) {
+  const size_t count = 100003;
+  const size_t bytes = count * sizeof(float);
+  const int calls = 6;
+  float* input = malloc(bytes);
+  float* fromHost = malloc(bytes);
+  float* fromDevice = malloc(bytes);
+  struct Buffer hostSend = bufferMake(bytes, 0), hostRecv = bufferMake(bytes, 0);
+  struct Buffer deviceSend = bufferMake(bytes, 1), deviceRecv = bufferMake(bytes, 1);
+  for (int call = 0; call < calls; ++call) {
+    for (size_t i = 0; i < count; ++i) {
+      const int magnitude = 1 + (int)((i / 4096 + (size_t)call * 3 + (size_t)gRank) % 5);
+      input[i] =
+          (float)((((int)((i * 7 + (size_t)call * 13 + (size_t)gRank * 5) % 23)) - 11) * magnitude);
+      /* The last call's first chunk sums past fp16's range (in any order): an overflow redo */
+      if (call == calls - 1 && i < 4096) input[i] = 40000.0f;
+    }
+    const int inPlace = call % 2;
+    struct Buffer* sends[2] = {&hostSend, &deviceSend};
+    struct Buffer* recvs[2] = {&hostRecv, &deviceRecv};
+    for (int onDevice = 0; onDevice < 2; ++onDevice) {
+      bufferWrite(inPlace ? recvs[onDevice] : sends[onDevice], input);
+      MPI_Allreduce(inPlace ? MPI_IN_PLACE : sends[onDevice]->pointer, recvs[onDevice]->pointer,
+                    (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    bufferRead(&hostRecv, fromHost);
+    bufferRead(&deviceRecv, fromDevice);
+    char what[64];
+    snprintf(what, sizeof(what), "CSC call %d%s, device against host", call,
+             inPlace ? " in place" : "");
+    compare(what, fromDevice, fromHost, bytes);
+  }
+  if (gRank == 0) {
+    printf(
+        "gpu_buffers: CSC or 16 bits, %d calls of %zu floats, device results identical to host: "
+        "%ld checks "
+        "passed\n",
+        calls, count, gChecks);
+  }
+  bufferFree(&hostSend);
+  bufferFree(&hostRecv);
+  bufferFree(&deviceSend);
+  bufferFree(&deviceRecv);
+  free(input);
+  free(fromHost);
+  free(fromDevice);
+}
+
 static int compareDoubles(const void* a, const void* b) {
   const double x = *(const double*)a, y = *(const double*)b;
   return (x > y) - (x < y);
@@ -258,7 +316,7 @@ static void timeTable(void) {
 }
 
 int main(int argc, char** argv) {
-  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, pending = 0, provided = 0;
+  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, pending = 0, csc = 0, provided = 0;
   for (int i = 1; i < argc; ++i) {
     mixed |= strcmp(argv[i], "mixed") == 0;
     fused |= strcmp(argv[i], "fused") == 0;
@@ -268,6 +326,7 @@ int main(int argc, char** argv) {
     if (strcmp(argv[i], "nohost") == 0) gFusedHostTensors = 0;
     gErrorsReturn |= strcmp(argv[i], "errors") == 0;
     pending |= strcmp(argv[i], "pending") == 0;
+    csc |= strcmp(argv[i], "csc") == 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
@@ -285,6 +344,11 @@ int main(int argc, char** argv) {
   if (pending) CHECK_CU(cuStreamCreate(&gAppStream, 0));
 
   const size_t counts[] = {1000, 65536 + 3, 300001, 1048576 + 5};
+  if (csc) {
+    cscCase();
+    MPI_Finalize();
+    return 0;
+  }
   for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       blockingCase(MPI_INT, MPI_SUM, counts[c], inPlace, (int)c);

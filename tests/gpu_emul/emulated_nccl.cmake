@@ -1,0 +1,142 @@
+# The real NCCL plugin (cuda/nccl_plugin.cpp) without a GPU: built from its own sources against an
+# emulated CUDA runtime and its kernels' CPU references (libgfshim_emulated_gpu.so) instead of
+# libcudart and nvcc's kernels, and run against a fake libnccl.so.2 whose collectives go between
+# the ranks through shared memory, all over the fake CUDA driver's device memory, which the host
+# cannot touch (tests/gpu_emul/emulated_gpu.h). gpu_buffers_fake compares every result with
+# PMPI_Allreduce on host copies, and in its csc mode the CSC results with the host engine's, so
+# these tests check the plugin's own logic: the ring and torus shapes, in-place calls, the fp16/bf16
+# wire and its overflow redo, the CSC steps and their residuals, fused buckets, nonblocking setup,
+# stream ordering, and an abort. Not checked here: the CUDA kernels (tests/gpu/, on a GPU only),
+# NCCL itself, and anything of a real device's timing.
+add_library(gfshim_emulated_gpu SHARED gpu_emul/emulated_cudart.cpp gpu_emul/emulated_kernels.cpp)
+set_target_properties(gfshim_emulated_gpu PROPERTIES CXX_VISIBILITY_PRESET default
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/emulnccl)
+target_include_directories(gfshim_emulated_gpu PRIVATE gpu_emul ${PROJECT_SOURCE_DIR}/cuda
+                           ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_options(gfshim_emulated_gpu PRIVATE ${GFSHIM_WARNINGS})
+target_link_libraries(gfshim_emulated_gpu PRIVATE gfshim_core fake_cuda_driver Threads::Threads
+                      -Wl,--no-undefined)
+
+set(GFSHIM_EMULATED_NCCL_DIR ${CMAKE_CURRENT_BINARY_DIR}/emulnccl/nccl)
+add_library(emulated_nccl SHARED gpu_emul/fake_nccl.cpp gpu_emul/shm_collectives.cpp)
+set_target_properties(emulated_nccl PROPERTIES OUTPUT_NAME nccl SOVERSION 2
+                      CXX_VISIBILITY_PRESET default
+                      LIBRARY_OUTPUT_DIRECTORY ${GFSHIM_EMULATED_NCCL_DIR})
+target_include_directories(emulated_nccl PRIVATE gpu_emul ${NCCL_INCLUDE_DIR}
+                           ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_options(emulated_nccl PRIVATE ${GFSHIM_WARNINGS})
+target_link_libraries(emulated_nccl PRIVATE gfshim_emulated_gpu gfshim_core Threads::Threads rt
+                      -Wl,--no-undefined)
+
+# The plugin from its sources; it finds the fake libnccl.so.2 through its run path, first.
+add_library(emulated_nccl_plugin SHARED ${PROJECT_SOURCE_DIR}/cuda/nccl_plugin.cpp
+            ${PROJECT_SOURCE_DIR}/cuda/nccl_library.cpp)
+set_target_properties(emulated_nccl_plugin PROPERTIES OUTPUT_NAME gfshim_cuda
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/emulnccl
+                      BUILD_RPATH "${GFSHIM_EMULATED_NCCL_DIR}")
+target_include_directories(emulated_nccl_plugin PRIVATE ${PROJECT_SOURCE_DIR}/cuda
+                           ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_options(emulated_nccl_plugin PRIVATE ${GFSHIM_WARNINGS})
+target_link_libraries(emulated_nccl_plugin PRIVATE gfshim_emulated_gpu gfshim_core
+                      ${CMAKE_DL_LIBS} Threads::Threads
+                      "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cuda/gfshim_cuda.map"
+                      -Wl,--no-undefined)
+add_dependencies(emulated_nccl_plugin emulated_nccl)
+set(GFSHIM_EMULATED_NCCL_SHIM ${CMAKE_CURRENT_BINARY_DIR}/emulnccl/libgfshim.so)
+add_custom_command(OUTPUT ${GFSHIM_EMULATED_NCCL_SHIM}
+                   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:gfshim> ${GFSHIM_EMULATED_NCCL_SHIM}
+                   DEPENDS gfshim)
+add_custom_target(emulated_nccl_shim ALL
+                  DEPENDS ${GFSHIM_EMULATED_NCCL_SHIM} emulated_nccl_plugin emulated_nccl)
+
+add_executable(shm_collectives_test gpu_emul/shm_collectives_test.cpp gpu_emul/shm_collectives.cpp)
+target_include_directories(shm_collectives_test PRIVATE gpu_emul)
+target_compile_options(shm_collectives_test PRIVATE ${GFSHIM_WARNINGS})
+target_link_libraries(shm_collectives_test PRIVATE gfshim_core GTest::gtest_main Threads::Threads rt)
+add_test(NAME shm_collectives COMMAND shm_collectives_test)
+
+set(GFSHIM_EMULATED_RUN ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_with_shim.sh --mpi ${GFSHIM_MPI}
+    --launcher ${MPIEXEC_EXECUTABLE} --shim ${GFSHIM_EMULATED_NCCL_SHIM} --time-limit 180
+    --env FAKE_CUDA_DEVICES=4 --env GFSHIM_GPU_STAGING_BYTES=64K)
+set(GFSHIM_EMULATED_CHECKS --expect-engine --expect "gpu_buffers: .* checks passed"
+    --expect "GFSHIM STATS gpu NCCL +[1-9]" --reject "aborted" --reject "WARN"
+    --reject "emulated GPU:")
+
+if(GFSHIM_MPI STREQUAL "mpich")
+  set(GFSHIM_EMULATED_NP 2)
+else()
+  set(GFSHIM_EMULATED_NP 3)
+endif()
+# Exact ring: blocking calls (int/float/double, SUM/MAX, in place or not, short counts) and fused
+# buckets through ncclAllReduce.
+add_test(NAME mpi_gpu_nccl_emulated_ring
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} ${GFSHIM_EMULATED_CHECKS}
+                 --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: destroyed, [1-9][0-9]* allreduce, 0 reduce-scatter"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused nohost)
+# The application's inputs still pending on a stream of its own: the plugin's stream must wait
+# for an event on the legacy default stream first.
+add_test(NAME mpi_gpu_nccl_emulated_after_pending_application_copies
+         COMMAND ${GFSHIM_EMULATED_RUN} --np 2 ${GFSHIM_EMULATED_CHECKS}
+                 -- $<TARGET_FILE:gpu_buffers_fake> pending fused nohost)
+if(GFSHIM_MPI STREQUAL "openmpi")
+  # Torus 2x2: row reduce-scatter, column allreduce, row allgather, and a world allreduce for the
+  # tail of counts that do not divide by the row.
+  add_test(NAME mpi_gpu_nccl_emulated_torus2x2
+           COMMAND ${GFSHIM_EMULATED_RUN} --np 4 --env GFSHIM_ALGO=torus2d
+                   --env GFSHIM_TORUS_DIMS=2x2 ${GFSHIM_EMULATED_CHECKS}
+                   --expect "emulated NCCL rank 1/2: destroyed, 0 allreduce, [1-9][0-9]* reduce-scatter, [1-9][0-9]* allgather"
+                   -- $<TARGET_FILE:gpu_buffers_fake> fused nohost lossy)
+endif()
+# 16 bits on the wire, blocking and fused (values exact in both formats).
+foreach(codec fp16 bf16)
+  add_test(NAME mpi_gpu_nccl_emulated_${codec}
+           COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_COMPRESS=${codec}
+                   --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_CHECKS}
+                   --expect "GFSHIM STATS lossy ${codec} +[1-9]"
+                   -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
+endforeach()
+# Lossy calls through NCCL against the host engine's, call after call on the same buffers (so
+# the residuals too), bit for bit: CSC (a quarter of the chunks after one dense warm-up call)
+# exact and with fp16 on the wire, and fp16 alone; the last call overflows fp16 (the redo).
+foreach(variant "csc_none 0.25 none 0" "csc_fp16 0.25 fp16 [1-9]" "fp16 0 fp16 [1-9]")
+  separate_arguments(variant)
+  list(GET variant 0 name)
+  list(GET variant 1 density)
+  list(GET variant 2 codec)
+  list(GET variant 3 redos)
+  add_test(NAME mpi_gpu_nccl_emulated_against_host_${name}
+           COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CSC_DENSITY=${density}
+                   --env GFSHIM_CSC_WARMUP_CALLS=1 --env GFSHIM_COMPRESS=${codec}
+                   --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_CHECKS}
+                   --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
+                   --expect "GFSHIM STATS lossy .* ${redos}[0-9]* overflow redos"
+                   -- $<TARGET_FILE:gpu_buffers_fake> csc)
+endforeach()
+# One rank's NCCL initialisation fails asynchronously: every rank stages instead.
+add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_INIT_RANK=1
+                 --expect-engine --expect "gpu_buffers: .* checks passed"
+                 --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
+                 --expect "NCCL initialisation failed here \\(rank 1\\): .*unhandled system error \\(emulated NCCL\\)"
+                 --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: aborted"
+                 --reject "emulated GPU:"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)
+# One rank's first allreduce fails there, before it takes part: it aborts its communicators,
+# which ends its peers' waits at once ("remote ... error"), long before the deadline (600 s, past
+# the test's time limit); every rank reports the error and the job goes on to its end.
+add_test(NAME mpi_gpu_nccl_emulated_call_fails_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
+                 --env GFSHIM_NCCL_TIMEOUT_SEC=600 --reject "emulated GPU:"
+                 --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .*\\(world\\): unhandled system error"
+                 --expect "\\[0\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .*\\(world\\): remote process exited"
+                 --expect "emulated NCCL rank 1/${GFSHIM_EMULATED_NP}: aborted"
+                 -- $<TARGET_FILE:gpu_buffers_fake> errors)
+# One rank's first allreduce never takes part: every rank's call fails at the deadline (or at
+# the abort of a peer that reached it first), and the job goes on to its end.
+add_test(NAME mpi_gpu_nccl_emulated_call_hangs_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_HANG_CALL_RANK=1
+                 --env GFSHIM_NCCL_TIMEOUT_SEC=2 --reject "emulated GPU:"
+                 --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: the allreduce did not complete within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
+                 -- $<TARGET_FILE:gpu_buffers_fake> errors)

@@ -47,6 +47,10 @@ std::string acceptedText(const ParamSpec& spec) {
       std::string range = spec.accepted;
       return "bytes, " + range.replace(range.find(".."), 2, " to ");
     }
+    case gfshim::ParamType::kCount: {
+      std::string range = spec.accepted;
+      return "whole number, " + range.replace(range.find(".."), 2, " to ");
+    }
     case gfshim::ParamType::kDecimal: {
       std::string range = spec.accepted;
       return "number, " + range.replace(range.find(".."), 2, " to ");

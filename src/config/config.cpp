@@ -18,6 +18,7 @@ namespace {
 
 constexpr ParamType Bool = ParamType::kBool;
 constexpr ParamType Size = ParamType::kSize;
+constexpr ParamType Count = ParamType::kCount;
 constexpr ParamType Enum = ParamType::kEnum;
 constexpr ParamType List = ParamType::kList;
 constexpr ParamType Grid = ParamType::kGrid;
@@ -199,6 +200,8 @@ const char* paramTypeName(ParamType type) {
       return "bool";
     case ParamType::kSize:
       return "size";
+    case ParamType::kCount:
+      return "count";
     case ParamType::kDecimal:
       return "decimal";
     case ParamType::kEnum:
@@ -235,14 +238,19 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
       }
       out->text = out->number != 0 ? "1" : "0";
       return true;
-    case ParamType::kSize: {
+    case ParamType::kSize:
+    case ParamType::kCount: {
       const std::vector<std::string> bounds = split(spec.accepted, '.');
       uint64_t low = 0, high = UINT64_MAX;
       std::string ignored;
       parseByteCount(bounds.front(), &low, &ignored);
       parseByteCount(bounds.back(), &high, &ignored);
-      const std::string range = "accepted: a byte count from " + formatBytes(low) + " to " +
-                                formatBytes(high) + ", e.g. 4096, 256K, 64M";
+      const std::string range =
+          spec.type == ParamType::kSize
+              ? "accepted: a byte count from " + formatBytes(low) + " to " + formatBytes(high) +
+                    ", e.g. 4096, 256K, 64M"
+              : "accepted: a whole number from " + formatBytes(low) + " to " + formatBytes(high) +
+                    " (K, M, G: times 1024, 1024^2, 1024^3), e.g. 100, 4K";
       if (!parseByteCount(text, &out->number, why)) {
         *why += "; " + range;
         return false;
@@ -484,10 +492,10 @@ Settings settingsFrom(const Config& config) {
   settings.gpuStaging = config.flag(Param::GPU_STAGING);
   settings.gpuStagingBytes = config.bytes(Param::GPU_STAGING_BYTES);
   settings.cscDensity = config.value(Param::CSC_DENSITY).decimal;
-  settings.cscChunkElements = config.bytes(Param::CSC_CHUNK);
-  settings.cscWarmupCalls = config.bytes(Param::CSC_WARMUP_CALLS);
+  settings.cscChunkElements = config.count(Param::CSC_CHUNK);
+  settings.cscWarmupCalls = config.count(Param::CSC_WARMUP_CALLS);
   settings.cscMaxResidualBytes = config.bytes(Param::CSC_MAX_RESIDUAL_BYTES);
-  settings.shadowEvery = config.bytes(Param::SHADOW_EVERY);
+  settings.shadowEvery = config.count(Param::SHADOW_EVERY);
   settings.reproducible = config.flag(Param::REPRODUCIBLE);
   settings.checkCalls = config.flag(Param::CHECK_CALLS);
   settings.topoFile = config.text(Param::TOPO_FILE);

@@ -17,7 +17,7 @@
 
 namespace gfshim {
 
-enum class ParamType { kBool, kSize, kDecimal, kEnum, kList, kGrid, kPath };
+enum class ParamType { kBool, kSize, kCount, kDecimal, kEnum, kList, kGrid, kPath };
 enum class ParamScope { kPlan, kLocal };
 
 enum class Param : int {
@@ -68,6 +68,7 @@ class Config {
   const ParamValue& value(Param param) const { return values_[static_cast<int>(param)]; }
   bool flag(Param param) const { return value(param).number != 0; }
   uint64_t bytes(Param param) const { return value(param).number; }
+  uint64_t count(Param param) const { return value(param).number; }
   int choice(Param param) const { return static_cast<int>(value(param).number); }
   uint32_t mask(Param param) const { return static_cast<uint32_t>(value(param).number); }
   const std::string& text(Param param) const { return value(param).text; }

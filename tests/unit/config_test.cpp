@@ -185,6 +185,18 @@ TEST(Config, BadLossySettingsStayExact) {
   EXPECT_EQ(good.cscChunkElements, 1024u);
 }
 
+// Counts (chunk elements, calls) take the byte sizes' suffixes but are not called bytes.
+TEST(Config, CountsAreWholeNumbersNotBytes) {
+  const Config config = Config::load(inputs({{"GFSHIM_CSC_WARMUP_CALLS", "2K"}}));
+  EXPECT_EQ(settingsFrom(config).cscWarmupCalls, 2048u);
+  EXPECT_EQ(paramSpec(Param::CSC_CHUNK).type, ParamType::kCount);
+  const Config bad = Config::load(inputs({{"GFSHIM_CSC_CHUNK", "8"}}));
+  EXPECT_EQ(settingsFrom(bad).cscChunkElements, 4096u);
+  EXPECT_TRUE(mentions(bad, "GFSHIM_CSC_CHUNK='8' is invalid: out of range; accepted: a whole "
+                            "number from 16 to 1G"));
+  EXPECT_FALSE(mentions(bad, "byte"));
+}
+
 TEST(Config, UnknownVariablesAreReportedWithSuggestions) {
   const Config config = Config::load(inputs({{"GFSHIM_ALOG", "ring"}, {"GFSHIM_FOO", "1"}}));
   EXPECT_TRUE(mentions(

@@ -24,7 +24,7 @@
 
 namespace gfshim {
 
-constexpr int kGpuPluginAbiVersion = 4;
+constexpr int kGpuPluginAbiVersion = 5;
 constexpr size_t kNcclUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
 
 // One user communicator's NCCL communicators, made from ids the shim distributed. Row and column
@@ -78,6 +78,10 @@ struct GpuCallRecord {
   bool overflowRedo = false;  // fp16/bf16 result held Inf/NaN: redone exactly
   bool sparse = false;        // CSC ran sparse (false: warm-up, cap, or a peer ran dense)
   size_t selectedChunks = 0, chunks = 0;
+  // With a failed call: every rank agreed that it cannot run through NCCL (some rank has no
+  // device memory for its scratch) before any of its data was sent, so every rank's call failed
+  // alike and the group stays usable: the caller may run it another way, on every rank.
+  bool declinedEverywhere = false;
 };
 
 // One fused bucket of MPI_Iallreduce operations, all of one (dtype, op), every buffer on the

@@ -957,6 +957,7 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
   GFSHIM_RETURN_IF_ERROR(agreeCscMode(mine, &mode, record));
   if (mode == kCscCannotRun) {
     broken_ = false;  // only the agreement ran, and it completed everywhere
+    record->declinedEverywhere = true;
     return !denseReserved.isOk()
                ? denseReserved
                : Status::error(StatusCode::kOutOfMemory,

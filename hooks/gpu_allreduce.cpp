@@ -39,8 +39,11 @@ int numaNodeOf(const CudaDriver& driver, const GpuCommState& gpu, int device) {
   return -1;
 }
 
+// *declined: the call failed on every rank alike before any of it was sent (the group stays
+// usable), so the caller may stage it instead.
 Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& plan,
-               const void* send, void* recv) {
+               const void* send, void* recv, bool* declined) {
+  *declined = false;
   GpuCall gpuCall;
   gpuCall.send = send;
   gpuCall.recv = recv;
@@ -60,6 +63,11 @@ Status runNccl(Runtime& rt, CommState& state, const CallInfo& call, const Plan& 
   char why[256] = {};
   const GpuPluginApi* api = GpuPlugin::load(nullptr);
   if (!api->allreduce(state.gpu.ncclGroup, &gpuCall, &record, why, sizeof(why))) {
+    if (record.declinedEverywhere) {
+      *declined = true;
+      return Status::error(StatusCode::kOutOfMemory, std::string("NCCL allreduce: ") + why,
+                           MPI_ERR_NO_MEM);
+    }
     // The group refuses further calls: this rank votes against NCCL from now on.
     state.gpu.ncclUnusable = std::string("an NCCL allreduce failed: ") + why;
     return Status::error(StatusCode::kTransportError, std::string("NCCL allreduce: ") + why,
@@ -130,9 +138,23 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
                     "goes to the MPI as it is: the MPI must be CUDA-aware");
       }
       return Status::ok();
-    case GpuRoute::kNccl:
-      rt.stats.recordGpu(kGpuNccl, call.bytes());
-      return runNccl(rt, state, call, plan, send, recv);
+    case GpuRoute::kNccl: {
+      bool declined = false;
+      Status status = runNccl(rt, state, call, plan, send, recv, &declined);
+      if (!declined) {
+        if (status.isOk()) rt.stats.recordGpu(kGpuNccl, call.bytes());
+        return status;
+      }
+      // Every rank's call was declined alike: every rank stages it, or fails it.
+      if (!rt.settings.gpuStaging) return status;
+      if (!state.gpu.warnedDeclined) {
+        state.gpu.warnedDeclined = true;
+        GFSHIM_WARN(kEngine, "an NCCL allreduce could not run (%s): staged through host memory",
+                    status.message().c_str());
+      }
+      *route = GpuRoute::kStaged;
+      break;
+    }
     case GpuRoute::kStaged:
     case GpuRoute::kHost:
       break;

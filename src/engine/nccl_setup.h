@@ -33,6 +33,7 @@ struct GpuCommState {
   // Why NCCL cannot run on this communicator, agreed by all ranks; later calls stage.
   std::string ncclUnusable;
   bool warnedNoPath = false;
+  bool warnedDeclined = false;  // a call NCCL declined on every rank was staged (one WARN)
 
   GpuCommState() = default;
   GpuCommState(const GpuCommState&) = delete;

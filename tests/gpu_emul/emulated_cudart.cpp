@@ -8,6 +8,7 @@
 // and errors other than a failed allocation, a bad pointer and a bad device.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -186,6 +187,50 @@ cudaError_t ensureContext() {
 // What a stream that waits for the event waits for; one recorded on the legacy default stream
 // also waits for the application's copies queued on the fake driver before it was recorded
 // (they run when the wait does, so a stream that does not wait reads stale inputs).
+// FAKE_CUDA_RUNTIME_MEMORY_BYTES=N with FAKE_CUDA_RUNTIME_MEMORY_RANK=r: on the process of MPI
+// rank r (OMPI_COMM_WORLD_RANK or PMI_RANK), the runtime's device allocations may hold at most
+// N bytes at once, as on a nearly full GPU; the application's own (through the driver) do not
+// count. Unlimited elsewhere.
+class MemoryBudget {
+ public:
+  MemoryBudget() {
+    const char* bytes = std::getenv("FAKE_CUDA_RUNTIME_MEMORY_BYTES");
+    const char* rank = std::getenv("FAKE_CUDA_RUNTIME_MEMORY_RANK");
+    const char* mine = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (mine == nullptr) mine = std::getenv("PMI_RANK");
+    if (bytes != nullptr && rank != nullptr && mine != nullptr &&
+        std::atoi(rank) == std::atoi(mine)) {
+      limit_ = std::strtoull(bytes, nullptr, 10);
+    }
+  }
+  bool fits(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes <= limit_ - std::min(limit_, held_);
+  }
+  void taken(void* pointer, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sizes_[pointer] = bytes;
+    held_ += bytes;
+  }
+  void given(void* pointer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = sizes_.find(pointer);
+    if (found == sizes_.end()) return;
+    held_ -= found->second;
+    sizes_.erase(found);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<void*, size_t> sizes_;
+  uint64_t held_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+};
+MemoryBudget& memoryBudget() {
+  static MemoryBudget* made = new MemoryBudget;
+  return *made;
+}
+
 struct Event {
   Marks marks;
   bool legacy = false;
@@ -299,8 +344,11 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   const cudaError_t context = emulated::ensureContext();
   if (context != cudaSuccess) return context;
   unsigned long long made = 0;
-  if (cuMemAlloc_v2(&made, bytes) != 0) return emulated::fail(cudaErrorMemoryAllocation);
+  if (!emulated::memoryBudget().fits(bytes) || cuMemAlloc_v2(&made, bytes) != 0) {
+    return emulated::fail(cudaErrorMemoryAllocation);
+  }
   *pointer = reinterpret_cast<void*>(made);
+  emulated::memoryBudget().taken(*pointer, bytes);
   return cudaSuccess;
 }
 
@@ -314,6 +362,7 @@ cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
 cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
   emulated::synchronizeAll();
+  emulated::memoryBudget().given(pointer);
   return cuMemFree_v2(reinterpret_cast<unsigned long long>(pointer)) == 0
              ? cudaSuccess
              : emulated::fail(cudaErrorInvalidValue);
@@ -323,6 +372,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   if (pointer == nullptr) return cudaSuccess;
   emulated::deviceView(pointer, 1, "cudaFreeAsync");
   emulated::enqueue(stream, [pointer] {
+    emulated::memoryBudget().given(pointer);
     return cuMemFree_v2(reinterpret_cast<unsigned long long>(pointer)) == 0
                ? 0
                : static_cast<int>(cudaErrorInvalidValue);

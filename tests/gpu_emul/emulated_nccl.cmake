@@ -112,6 +112,47 @@ foreach(variant "csc_none 0.25 none 0" "csc_fp16 0.25 fp16 [1-9]" "fp16 0 fp16 [
                    --expect "GFSHIM STATS lossy .* ${redos}[0-9]* overflow redos"
                    -- $<TARGET_FILE:gpu_buffers_fake> csc)
 endforeach()
+if(GFSHIM_MPI STREQUAL "openmpi")
+  add_test(NAME mpi_gpu_nccl_emulated_torus2x2_against_host_csc_fp16
+           COMMAND ${GFSHIM_EMULATED_RUN} --np 4 --env GFSHIM_ALGO=torus2d --env GFSHIM_TORUS_DIMS=2x2
+                   --env GFSHIM_CSC_DENSITY=0.25 --env GFSHIM_CSC_WARMUP_CALLS=1
+                   --env GFSHIM_COMPRESS=fp16 --env GFSHIM_COMPRESS_MIN_BYTES=64K
+                   ${GFSHIM_EMULATED_CHECKS}
+                   --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
+                   --expect "emulated NCCL rank 0/2: destroyed, 0 allreduce, [1-9][0-9]* reduce-scatter"
+                   -- $<TARGET_FILE:gpu_buffers_fake> csc)
+endif()
+# Devices without memory pools (plain cudaMalloc, and cudaFree, which waits for the whole
+# device), and device memory the driver reports no context for (cudaMallocAsync pools).
+add_test(NAME mpi_gpu_nccl_emulated_without_memory_pools
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_CUDA_MEMORY_POOLS=0
+                 --env GFSHIM_COMPRESS=fp16 --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_CHECKS}
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused nohost lossy)
+add_test(NAME mpi_gpu_nccl_emulated_without_a_context
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_CUDA_NULL_CONTEXT=1
+                 ${GFSHIM_EMULATED_CHECKS} -- $<TARGET_FILE:gpu_buffers_fake> fused nohost)
+# One rank's GPU is nearly full (the plugin's allocations may hold 1 KiB there). Without room for
+# CSC's sparse scratch it asks for dense calls: every rank runs every CSC call dense, so the
+# results are exact (a sparse one would not compare). Without room for the dense fallback's
+# either (fp16 on the wire), every rank declines the call through NCCL and stages it instead:
+# the results are the host engine's, with one WARN per rank and no error.
+add_test(NAME mpi_gpu_nccl_emulated_csc_without_sparse_scratch_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CSC_DENSITY=0.25
+                 --env GFSHIM_COMPRESS_MIN_BYTES=64K --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
+                 --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1 ${GFSHIM_EMULATED_CHECKS}
+                 --expect "GFSHIM STATS lossy csc +[1-9]"
+                 -- $<TARGET_FILE:gpu_buffers_fake> lossy)
+add_test(NAME mpi_gpu_nccl_emulated_csc_without_any_scratch_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CSC_DENSITY=0.25
+                 --env GFSHIM_CSC_WARMUP_CALLS=1 --env GFSHIM_COMPRESS=fp16
+                 --env GFSHIM_COMPRESS_MIN_BYTES=64K --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
+                 --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1 --expect-engine --reject "emulated GPU:"
+                 --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
+                 --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
+                 --expect "\\[0\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: another rank has no device memory for this CSC call\\): staged through host memory"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: device allocation of [0-9]+ bytes for the 16-bit wire values: out of memory"
+                 --reject "allreduce failed"
+                 -- $<TARGET_FILE:gpu_buffers_fake> csc)
 # One rank's NCCL initialisation fails asynchronously: every rank stages instead.
 add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
          COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_INIT_RANK=1

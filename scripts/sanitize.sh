@@ -6,7 +6,9 @@
 #             threads-as-ranks suites *Fake*, Stats) under ThreadSanitizer
 #   tsan-mpi  build-tsan: the fusion queue's progress thread and the stall inspector's watchdog in
 #             the real libgfshim.so, preloaded after libtsan.so.2 into fusion_stress /
-#             fusion_pending / stall under Open MPI's mpirun;
+#             fusion_pending / stall under Open MPI's mpirun; where CUDA's and NCCL's headers
+#             exist, also the real NCCL plugin over the emulated GPU (tests/gpu_emul: its stream
+#             threads, the fusion thread's and the application's NCCL groups) in gpu_buffers_fake;
 #             Open MPI orders its own copies with atomics TSan cannot see, so what the MPI's
 #             (uninstrumented) libraries do through TSan's interceptors is ignored
 #             (ignore_noninstrumented_modules=1); every access of the shim and the test program
@@ -71,7 +73,7 @@ run_gtest() {  # NAME DIR FILTER [ENV...]
   check_log "$name" "$log" "$rc" "$start" "$count"
 }
 
-run_mpi() {  # NAME NP EXPECT [--env NAME=VALUE]... PROGRAM [ARGS...]
+run_mpi() {  # NAME NP EXPECT [--env NAME=VALUE]... PROGRAM [ARGS...]; $shim: another libgfshim.so
   local name=$1 np=$2 expect=$3 log="$root/build-tsan/sanitize-$1.log" start rc=0
   shift 3
   local envs=()
@@ -83,7 +85,7 @@ run_mpi() {  # NAME NP EXPECT [--env NAME=VALUE]... PROGRAM [ARGS...]
   # threads after TSan has dropped their state, and crash: ob1 over self/vader, hooks off.
   OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx \
   "$root/tests/mpi/run_with_shim.sh" --mpi openmpi --launcher mpirun.openmpi --np "$np" \
-    --shim "$tsan $root/build-tsan/libgfshim.so" \
+    --shim "$tsan ${shim:-$root/build-tsan/libgfshim.so}" \
     --env "TSAN_OPTIONS=$tsan_options ignore_noninstrumented_modules=1" \
     --env UCX_MEM_MMAP_HOOK_MODE=none --env UCX_MEM_MALLOC_HOOKS=no "${envs[@]+"${envs[@]}"}" \
     --expect-engine --expect "$expect" -- "$@" >"$log" 2>&1 || rc=$?
@@ -111,6 +113,19 @@ for suite in "${suites[@]}"; do
       # The stall inspector's watchdog thread asking and answering beside the engine threads.
       run_mpi tsan-stall-inspector-np3 3 "not joined: rank 2" --env GFSHIM_STALL_WARN_SEC=1 \
         --env GFSHIM_MIN_BYTES=0 "$root/build-tsan/tests/stall" fused 2 3
+      if cmake --build "$root/build-tsan" --target help | grep emulated_nccl_shim >/dev/null; then
+        configure_and_build build-tsan thread emulated_nccl_shim gpu_buffers_fake
+        emulated="$root/build-tsan/tests/emulnccl"
+        emulated_env=(--env "LD_LIBRARY_PATH=$emulated/nccl" --env FAKE_CUDA_DEVICES=4
+                      --env GFSHIM_GPU_STAGING_BYTES=64K)
+        shim="$emulated/libgfshim.so" run_mpi tsan-emulated-nccl-np3 3 \
+          "gpu_buffers: .* checks passed" "${emulated_env[@]}" \
+          "$root/build-tsan/tests/gpu_buffers_fake" fused nohost
+        shim="$emulated/libgfshim.so" run_mpi tsan-emulated-nccl-csc-np3 3 \
+          "device results identical to host" "${emulated_env[@]}" --env GFSHIM_CSC_DENSITY=0.25 \
+          --env GFSHIM_CSC_WARMUP_CALLS=1 --env GFSHIM_COMPRESS=fp16 \
+          --env GFSHIM_COMPRESS_MIN_BYTES=64K "$root/build-tsan/tests/gpu_buffers_fake" csc
+      fi
       ;;
     *) echo "sanitize.sh: unknown suite '$suite' (asan, tsan, tsan-mpi)" >&2; exit 2 ;;
   esac

@@ -28,12 +28,12 @@ target_compile_options(emulated_nccl PRIVATE ${GFSHIM_WARNINGS})
 target_link_libraries(emulated_nccl PRIVATE gfshim_emulated_gpu gfshim_core Threads::Threads rt
                       -Wl,--no-undefined)
 
-# The plugin from its sources; it finds the fake libnccl.so.2 through its run path, first.
+# The plugin from its sources. It dlopens libnccl.so.2: the ranks get LD_LIBRARY_PATH set to the
+# fake's folder (a run path would not do: a sanitizer's dlopen interceptor searches its own).
 add_library(emulated_nccl_plugin SHARED ${PROJECT_SOURCE_DIR}/cuda/nccl_plugin.cpp
             ${PROJECT_SOURCE_DIR}/cuda/nccl_library.cpp)
 set_target_properties(emulated_nccl_plugin PROPERTIES OUTPUT_NAME gfshim_cuda
-                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/emulnccl
-                      BUILD_RPATH "${GFSHIM_EMULATED_NCCL_DIR}")
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/emulnccl)
 target_include_directories(emulated_nccl_plugin PRIVATE ${PROJECT_SOURCE_DIR}/cuda
                            ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_compile_options(emulated_nccl_plugin PRIVATE ${GFSHIM_WARNINGS})
@@ -57,7 +57,8 @@ add_test(NAME shm_collectives COMMAND shm_collectives_test)
 
 set(GFSHIM_EMULATED_RUN ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_with_shim.sh --mpi ${GFSHIM_MPI}
     --launcher ${MPIEXEC_EXECUTABLE} --shim ${GFSHIM_EMULATED_NCCL_SHIM} --time-limit 180
-    --env FAKE_CUDA_DEVICES=4 --env GFSHIM_GPU_STAGING_BYTES=64K)
+    --env LD_LIBRARY_PATH=${GFSHIM_EMULATED_NCCL_DIR} --env FAKE_CUDA_DEVICES=4
+    --env GFSHIM_GPU_STAGING_BYTES=64K)
 set(GFSHIM_EMULATED_CHECKS --expect-engine --expect "gpu_buffers: .* checks passed"
     --expect "GFSHIM STATS gpu NCCL +[1-9]" --reject "aborted" --reject "WARN"
     --reject "emulated GPU:")

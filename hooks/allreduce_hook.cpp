@@ -89,12 +89,30 @@ int callMpi(const TypedArgs& a, Target target) {
 // The application's call, passed through.
 int callNext(const TypedArgs& a) { return callMpi(a, Target::kNext); }
 
-// The same call on host copies of its buffers (a pass-through staged around the MPI call).
+// The same call on host copies of its buffers (a pass-through staged around the MPI call). A
+// nonblocking one (staged only on a single-rank communicator, where no peer is waited for) runs
+// blocking, so that the copy back follows its result; its request is then a zero-count
+// MPI_Iallreduce on the same communicator, which completes at its first wait or test.
 int callNextOnHost(const void* context, const void* send, void* recv) {
   TypedArgs host = *static_cast<const TypedArgs*>(context);
   host.send = send;
   host.recv = recv;
-  return callNext(host);
+  if (host.variant == AllreduceVariant::kBlocking ||
+      host.variant == AllreduceVariant::kBlockingBigCount) {
+    return callNext(host);
+  }
+  TypedArgs blocking = host;
+  blocking.variant = host.variant == AllreduceVariant::kNonblocking
+                         ? AllreduceVariant::kBlocking
+                         : AllreduceVariant::kBlockingBigCount;
+  const int rc = callNext(blocking);
+  if (rc != MPI_SUCCESS) return rc;
+  static char nothing;
+  TypedArgs completed = host;
+  completed.send = MPI_IN_PLACE;
+  completed.recv = &nothing;
+  completed.count = 0;
+  return callNext(completed);
 }
 
 CallInfo describeCall(const TypedArgs& a) {
@@ -143,7 +161,8 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
               estimate.c_str());
 }
 
-// A pass-through the shim cannot stage (nonblocking, intercommunicator) whose buffers are device
+// A pass-through the shim cannot stage (nonblocking on several ranks, intercommunicator) whose
+// buffers are device
 // memory: the MPI gets the device pointer, which only a CUDA-aware MPI handles. Said once, and
 // counted.
 void warnIfDevicePointerToMpi(Runtime& rt, const TypedArgs& a, const CallInfo& call) {

@@ -40,14 +40,16 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
                           const GpuBallot& ballot, GpuRoute* route);
 
 // Whether a pass-through call for `reason` could be staged around the MPI call: a valid blocking
-// call of a predefined datatype, in a process that has the CUDA driver loaded. Inline: every tiny
-// pass-through asks (~20 ns in a process without the driver, see CudaDriver::inProcess).
+// call of a predefined datatype, or a nonblocking one on a single-rank communicator (staged as a
+// blocking call: no peer is waited for), in a process that has the CUDA driver loaded. Inline:
+// every tiny pass-through asks (~20 ns in a process without the driver, see
+// CudaDriver::inProcess).
 inline bool mayStagePassthrough(const CallInfo& call, Reason reason) {
   const bool stageable = reason == Reason::kBelowMinBytes || reason == Reason::kAlgoNative ||
                          reason == Reason::kAutoNative || reason == Reason::kSingleRank ||
                          reason == Reason::kParamsDisagree;
-  return stageable && call.dtype && !call.nonblocking && call.count > 0 &&
-         CudaDriver::inProcess() != nullptr;
+  return stageable && call.dtype && (!call.nonblocking || reason == Reason::kSingleRank) &&
+         call.count > 0 && CudaDriver::inProcess() != nullptr;
 }
 
 // A call mayStagePassthrough accepted: when one of its buffers is device memory and

@@ -74,6 +74,12 @@ add_test(NAME mpi_gpu_nccl_emulated_ring
          COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} ${GFSHIM_EMULATED_CHECKS}
                  --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: destroyed, [1-9][0-9]* allreduce, 0 reduce-scatter"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused nohost)
+# Groups of several communicators: a duplicate of the world and its halves (one of a single rank
+# when the world is odd, whose MPI_Iallreduces are staged as blocking calls), each freed.
+add_test(NAME mpi_gpu_nccl_emulated_communicators
+         COMMAND ${GFSHIM_EMULATED_RUN} --np 3 ${GFSHIM_EMULATED_CHECKS}
+                 --expect "emulated NCCL rank 1/2: destroyed, [1-9][0-9]* allreduce"
+                 -- $<TARGET_FILE:gpu_buffers_fake> comms nohost)
 # The application's inputs still pending on a stream of its own: the plugin's stream must wait
 # for an event on the legacy default stream first.
 add_test(NAME mpi_gpu_nccl_emulated_after_pending_application_copies

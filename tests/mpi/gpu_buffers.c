@@ -1,6 +1,6 @@
 /* Allreduces of GPU buffers through the shim, checked against PMPI_Allreduce on host copies.
  *
- *   gpu_buffers [mixed] [fused] [nohost] [pending] [errors] [kinds] [lossy] [time] | csc
+ *   gpu_buffers [mixed] [fused] [nohost] [pending] [errors] [comms] [kinds] [lossy] [time] | csc
  *     (always) blocking MPI_Allreduce of device buffers: below GFSHIM_MIN_BYTES (staged around the
  *              MPI call), above it (the engine: NCCL or the staging pipeline), int/float/double,
  *              SUM/MAX, in place and not, counts that leave a short last block
@@ -16,6 +16,8 @@
  *              synchronous copy on the legacy default stream would be
  *     errors   MPI_ERRORS_RETURN on MPI_COMM_WORLD: a blocking call that returns an error is
  *              reported ("returned an error: ...") and not compared, and the run goes on
+ *     comms    also on a duplicate of MPI_COMM_WORLD and on halves of it (split by rank parity),
+ *              each freed after a blocking call and a fused burst
  *     kinds    also send and receive buffers of different kinds on one rank (host -> device,
  *              device -> host)
  *     lossy    also float SUMs the lossy modes take (values exact in fp16, so the check is exact)
@@ -40,6 +42,8 @@
 static int gRank, gSize, gOnDevice, gFusedHostTensors = 1, gErrorsReturn;
 static void* gAppStream; /* "pending": the program's own blocking stream */
 static long gChecks, gErrors;
+static MPI_Comm gComm; /* the blocking and fused cases' communicator: MPI_COMM_WORLD or, with
+                          "comms", a duplicate or a split of it */
 
 #define CHECK_CU(call)                                                         \
   do {                                                                         \
@@ -129,15 +133,15 @@ static void blockingCaseOn(MPI_Datatype type, MPI_Op op, size_t count, int inPla
   void* want = malloc(bytes);
   void* got = malloc(bytes);
   fill(type, input, count, seed);
-  PMPI_Allreduce(input, want, (int)count, type, op, MPI_COMM_WORLD);
+  PMPI_Allreduce(input, want, (int)count, type, op, gComm);
   struct Buffer send = bufferMake(bytes, sendOnDevice), recv = bufferMake(bytes, recvOnDevice);
   int rc;
   if (inPlace) {
     bufferWrite(&recv, input);
-    rc = MPI_Allreduce(MPI_IN_PLACE, recv.pointer, (int)count, type, op, MPI_COMM_WORLD);
+    rc = MPI_Allreduce(MPI_IN_PLACE, recv.pointer, (int)count, type, op, gComm);
   } else {
     bufferWrite(&send, input);
-    rc = MPI_Allreduce(send.pointer, recv.pointer, (int)count, type, op, MPI_COMM_WORLD);
+    rc = MPI_Allreduce(send.pointer, recv.pointer, (int)count, type, op, gComm);
   }
   char what[128];
   snprintf(what, sizeof(what), "blocking count %zu seed %d%s, send on %s, recv on %s", count, seed,
@@ -181,7 +185,7 @@ static void fusedCase(int tensors, int seed) {
     float* input = inputs[t] = malloc(bytes);
     wants[t] = malloc(bytes);
     fill(MPI_FLOAT, input, counts[t], seed + t);
-    PMPI_Allreduce(input, wants[t], (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    PMPI_Allreduce(input, wants[t], (int)counts[t], MPI_FLOAT, MPI_SUM, gComm);
     buffers[t] = bufferMake(bytes, gOnDevice && (!gFusedHostTensors || t % 3 != 2));
     if (t % 2 == 1) {
       sources[t] = bufferMake(bytes, gOnDevice && (!gFusedHostTensors || t % 3 != 1));
@@ -192,7 +196,7 @@ static void fusedCase(int tensors, int seed) {
   }
   for (int t = 0; t < tensors; ++t) {
     MPI_Iallreduce(t % 2 == 1 ? sources[t].pointer : MPI_IN_PLACE, buffers[t].pointer,
-                   (int)counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &requests[t]);
+                   (int)counts[t], MPI_FLOAT, MPI_SUM, gComm, &requests[t]);
   }
   MPI_Waitall(tensors, requests, statuses);
   for (int t = 0; t < tensors; ++t) {
@@ -316,7 +320,8 @@ static void timeTable(void) {
 }
 
 int main(int argc, char** argv) {
-  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, pending = 0, csc = 0, provided = 0;
+  int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, pending = 0, csc = 0, comms = 0,
+      provided = 0;
   for (int i = 1; i < argc; ++i) {
     mixed |= strcmp(argv[i], "mixed") == 0;
     fused |= strcmp(argv[i], "fused") == 0;
@@ -327,8 +332,10 @@ int main(int argc, char** argv) {
     gErrorsReturn |= strcmp(argv[i], "errors") == 0;
     pending |= strcmp(argv[i], "pending") == 0;
     csc |= strcmp(argv[i], "csc") == 0;
+    comms |= strcmp(argv[i], "comms") == 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  gComm = MPI_COMM_WORLD;
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
   MPI_Comm_size(MPI_COMM_WORLD, &gSize);
   if (gErrorsReturn) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -361,6 +368,22 @@ int main(int argc, char** argv) {
       blockingCaseOn(MPI_INT, MPI_SUM, counts[c], 0, (int)c + 30, 0, 1);
       blockingCaseOn(MPI_INT, MPI_SUM, counts[c], 0, (int)c + 40, 1, 0);
     }
+  }
+  if (comms) {
+    /* A duplicate of the world, then halves of it (ranks by parity), each freed after a blocking
+     * call and a fused burst: the NCCL groups of every communicator are made and destroyed. */
+    for (int which = 0; which < 2; ++which) {
+      if (which == 0) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &gComm);
+      } else {
+        MPI_Comm_split(MPI_COMM_WORLD, gRank % 2, gRank, &gComm);
+      }
+      if (gErrorsReturn) MPI_Comm_set_errhandler(gComm, MPI_ERRORS_RETURN);
+      blockingCase(MPI_FLOAT, MPI_SUM, counts[2], which, 50 + which);
+      fusedCase(40, 60 + which);
+      MPI_Comm_free(&gComm);
+    }
+    gComm = MPI_COMM_WORLD;
   }
   if (fused) {
     fusedCase(1, 1);

@@ -484,6 +484,7 @@ NcclGroup::~NcclGroup() {
     if (comm->comm == nullptr) continue;
     if (broken_ || !finalize(*comm)) {
       nccl_.commAbort(comm->comm);
+      broken_ = true;  // one finalize that did not finish: the others would wait as long
     } else {
       // Final even when it reports an error: NCCL may have freed the communicator already, so
       // an abort after it could touch freed memory.

@@ -169,16 +169,27 @@ add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
                  --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: aborted"
                  --reject "emulated GPU:"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
-# One rank's first allreduce fails there, before it takes part: it aborts its communicators,
-# which ends its peers' waits at once ("remote ... error"), long before the deadline (600 s, past
-# the test's time limit); every rank reports the error and the job goes on to its end.
+# One rank's first allreduce fails there, before it takes part; it aborts its communicators.
+# NCCL's abort is local: its peers' calls fail at their deadline (2 s here), and every rank
+# reports the error. Where the transport sees the closed connection (FAKE_NCCL_ABORT_REACHES_PEERS,
+# as sockets or InfiniBand would), the peers' collectives end at once with a remote error, long
+# before the deadline (600 s, past the test's time limit): a collective ended that way must never
+# count as done, even though its stream drained. Either way the job goes on to its end.
 add_test(NAME mpi_gpu_nccl_emulated_call_fails_on_one_rank
          COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
-                 --env GFSHIM_NCCL_TIMEOUT_SEC=600 --reject "emulated GPU:"
+                 --env GFSHIM_NCCL_TIMEOUT_SEC=2 --reject "emulated GPU:"
+                 --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .*\\(world\\): unhandled system error"
+                 --expect "\\[0\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: the allreduce did not complete within 2 s"
+                 --expect "emulated NCCL rank 1/${GFSHIM_EMULATED_NP}: aborted"
+                 -- $<TARGET_FILE:gpu_buffers_fake> errors)
+add_test(NAME mpi_gpu_nccl_emulated_call_fails_on_one_rank_seen_by_the_transport
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
+                 --env FAKE_NCCL_ABORT_REACHES_PEERS=1 --env GFSHIM_NCCL_TIMEOUT_SEC=600
+                 --reject "emulated GPU:"
                  --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
                  --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .*\\(world\\): unhandled system error"
                  --expect "\\[0\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .*\\(world\\): remote process exited"
-                 --expect "emulated NCCL rank 1/${GFSHIM_EMULATED_NP}: aborted"
                  -- $<TARGET_FILE:gpu_buffers_fake> errors)
 # One rank's first allreduce never takes part: every rank's call fails at the deadline (or at
 # the abort of a peer that reached it first), and the job goes on to its end.

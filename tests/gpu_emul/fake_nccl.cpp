@@ -5,10 +5,12 @@
 //
 // As NCCL's, nonblocking communicators (config.blocking = 0) finish their initialisation only
 // through ncclCommGetAsyncError, once every rank has joined, and report ncclInProgress once
-// after each collective call; collectives run in stream order on the stream given; an abort on
-// any rank ends the collectives every rank is waiting in (reported by ncclCommGetAsyncError as
-// ncclRemoteError). Faults, each for every communicator of more than one rank in which the process
-// is rank r:
+// after each collective call; collectives run in stream order on the stream given; an abort ends
+// the collectives this process waits in, and only those (its peers wait on, until their own
+// deadline), unless FAKE_NCCL_ABORT_REACHES_PEERS=1 stands in for a transport that sees the closed
+// connection: then every rank's collective ends, with ncclRemoteError from
+// ncclCommGetAsyncError. Faults, each for every communicator of more than one rank in which the
+// process is rank r:
 //   FAKE_NCCL_FAIL_INIT_RANK=r  its initialisation fails (an asynchronous ncclSystemError)
 //   FAKE_NCCL_FAIL_CALL_RANK=r  its first collective fails there without taking part (an
 //                               asynchronous ncclSystemError, as a broken link would give)
@@ -261,7 +263,12 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   comm->state->asyncError.store(ncclRemoteError);
-  comm->state->group->abort();  // every rank's waits end
+  const char* reach = std::getenv("FAKE_NCCL_ABORT_REACHES_PEERS");
+  if (reach != nullptr && reach[0] == '1') {
+    comm->state->group->abort();  // every rank's waits end
+  } else {
+    comm->state->group->abortHere();
+  }
   comm->report("aborted");
   delete comm;
   return ncclSuccess;

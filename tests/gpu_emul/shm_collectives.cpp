@@ -298,6 +298,8 @@ bool ShmGroup::allJoined() {
 
 void ShmGroup::abort() { header_->aborted.store(1, std::memory_order_release); }
 
+void ShmGroup::abortHere() { abortedHere_.store(true, std::memory_order_release); }
+
 uint8_t* ShmGroup::slot(int rank) const {
   return static_cast<uint8_t*>(base_) + kHeaderBytes + static_cast<size_t>(rank) * slotBytes_;
 }
@@ -305,7 +307,10 @@ uint8_t* ShmGroup::slot(int rank) const {
 ShmResult ShmGroup::barrier() {
   if (dead_ != ShmResult::kOk) return dead_;
   Header& header = *header_;
-  if (header.aborted.load(std::memory_order_acquire) != 0) return dead_ = ShmResult::kAborted;
+  if (header.aborted.load(std::memory_order_acquire) != 0 ||
+      abortedHere_.load(std::memory_order_acquire)) {
+    return dead_ = ShmResult::kAborted;
+  }
   // Read before arriving: the generation cannot move on until this rank has arrived.
   const uint32_t generation = header.generation.load(std::memory_order_acquire);
   // acq_rel: this rank's slot writes before, its peers' after, for the rank that arrives last
@@ -320,7 +325,10 @@ ShmResult ShmGroup::barrier() {
                             std::chrono::duration<double>(waitSeconds_));
   for (int checks = 0;; ++checks) {
     if (header.generation.load(std::memory_order_acquire) != generation) return ShmResult::kOk;
-    if (header.aborted.load(std::memory_order_acquire) != 0) return dead_ = ShmResult::kAborted;
+    if (header.aborted.load(std::memory_order_acquire) != 0 ||
+        abortedHere_.load(std::memory_order_acquire)) {
+      return dead_ = ShmResult::kAborted;
+    }
     if (checks < kSpinChecks) {
       std::this_thread::yield();
       continue;
@@ -333,7 +341,10 @@ ShmResult ShmGroup::barrier() {
 ShmResult ShmGroup::precheck(ShmType type, size_t count, size_t factor, const void* send,
                              const void* recv, size_t* elementBytes) {
   if (dead_ != ShmResult::kOk) return dead_;
-  if (header_->aborted.load(std::memory_order_acquire) != 0) return dead_ = ShmResult::kAborted;
+  if (header_->aborted.load(std::memory_order_acquire) != 0 ||
+      abortedHere_.load(std::memory_order_acquire)) {
+    return dead_ = ShmResult::kAborted;
+  }
   const size_t bytes = shmTypeBytes(type);
   if (bytes == 0) return ShmResult::kError;
   if (count != 0 && (count > SIZE_MAX / factor || count * factor > SIZE_MAX / bytes)) {

@@ -24,6 +24,7 @@
 // from any thread at any time. Groups of different keys are independent.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -89,6 +90,9 @@ class ShmGroup {
   // Marks the group aborted for every rank: each rank's current or later wait returns kAborted
   // within about a millisecond. Any thread, any time.
   void abort();
+  // Ends this process's current and later waits (kAborted) without telling the other ranks, as
+  // ncclCommAbort does: they notice only by their own timeouts. Any thread, any time.
+  void abortHere();
 
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }
@@ -116,6 +120,7 @@ class ShmGroup {
   Header* header_ = nullptr;
   bool unlinked_ = false;
   ShmResult dead_ = ShmResult::kOk;
+  std::atomic<bool> abortedHere_{false};
   // Scratch of reduceSlots, a chunk at a time.
   std::unique_ptr<uint8_t[]> accBytes_, nextBytes_;
   std::unique_ptr<float[]> accFloats_, inFloats_, outFloats_;

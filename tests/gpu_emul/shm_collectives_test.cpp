@@ -755,6 +755,27 @@ TEST(ShmCollectives, AbortFromAnotherThread) {
   munmap(flags, sizeof(SharedFlags));
 }
 
+// abortHere ends only this process's waits (NCCL's abort is local): its peer, waiting in the same
+// collective, times out instead of seeing an abort.
+TEST(ShmCollectives, AbortHereEndsOnlyThisProcesssWaits) {
+  const Key key = randomKey();
+  runRanks(2, [&](int rank) {
+    setenv("FAKE_NCCL_WAIT_SEC", "1", 1);
+    std::unique_ptr<ShmGroup> group = openJoined(key, 2, rank);
+    CHILD_CHECK(group != nullptr);
+    uint32_t value = 1, out = 0;
+    if (rank == 0) {
+      group->abortHere();
+      CHILD_CHECK(group->allReduce(&value, &out, 1, ShmType::kUInt32, ShmOp::kSum) ==
+                  ShmResult::kAborted);
+    } else {
+      CHILD_CHECK(group->allReduce(&value, &out, 1, ShmType::kUInt32, ShmOp::kSum) ==
+                  ShmResult::kTimedOut);
+    }
+    return true;
+  });
+}
+
 TEST(ShmCollectives, TimesOutOnAPeerThatNeverCalls) {
   const Key key = randomKey();
   SharedFlags* flags = mapSharedFlags();

@@ -114,6 +114,8 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
     }
     *route = decideGpuRoute(minimum);
     if (*route == GpuRoute::kNccl) {
+      // The fusion thread's NCCL work on this GPU first (see FusionQueue::waitForEnqueued).
+      if (state.fusion) state.fusion->waitForEnqueued();
       bool ready = false;
       const TorusGrid* grid = state.torusGrid ? &*state.torusGrid : nullptr;
       GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(state.privateComm, state.facts, grid, state.gpu,

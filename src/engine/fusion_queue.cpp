@@ -202,8 +202,19 @@ Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
     settings_.timeline->queued(op.id, op.native ? op.count : static_cast<int64_t>(op.bytes()));
   }
   FusionCompletions::queued();
+  {
+    std::lock_guard<std::mutex> lock(countsMutex_);
+    ++enqueuedCount_;
+  }
   rounds_.push(op);
   return Status::ok();
+}
+
+void FusionQueue::waitForEnqueued() {
+  const FusionCompletions::ApplicationWaiting waiting;  // a burst being gathered starts now
+  std::unique_lock<std::mutex> lock(countsMutex_);
+  const uint64_t target = enqueuedCount_;
+  completedMore_.wait(lock, [&] { return completedCount_ >= target; });
 }
 
 void FusionQueue::gatherBurst() {
@@ -483,6 +494,11 @@ void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) 
   }
   FusionCompletions::completed(taken.size());
   stats_->recordFusion(0, taken.size(), queuedNanos);
+  {
+    std::lock_guard<std::mutex> lock(countsMutex_);
+    completedCount_ += taken.size();
+  }
+  completedMore_.notify_all();
 }
 
 void FusionQueue::run() {

@@ -57,8 +57,10 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -162,6 +164,13 @@ class FusionQueue {
   // Starts a generalized request for the operation, queues it and wakes the thread. The request
   // is returned to the application in *request.
   Status enqueue(PendingOp op, MPI_Request* request);
+  // Returns once every operation enqueued before the call has completed (or failed). MPI orders
+  // a communicator's collectives alike on every rank, so every rank waits for the same ones. For
+  // a blocking call about to run through NCCL: this thread's NCCL work of the communicator is
+  // then done and no more can start during the call, so the two NCCL groups of one GPU never
+  // run at once (on a GPU that runs one kernel at a time, CUDA_DEVICE_MAX_CONNECTIONS=1, two
+  // groups started in different orders on two ranks would wait for each other).
+  void waitForEnqueued();
 
  private:
   friend class FusionRounds<PendingOp>;
@@ -204,6 +213,11 @@ class FusionQueue {
   std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
   GpuCommState gpu_;  // this thread's own NCCL group (never shared with the blocking path)
   FusionRounds<PendingOp> rounds_;
+  // Operations enqueued (by the application) and completed (by the thread): waitForEnqueued.
+  std::mutex countsMutex_;
+  std::condition_variable completedMore_;
+  uint64_t enqueuedCount_ = 0;
+  uint64_t completedCount_ = 0;
   std::thread thread_;
 };
 

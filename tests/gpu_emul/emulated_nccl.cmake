@@ -80,6 +80,15 @@ add_test(NAME mpi_gpu_nccl_emulated_communicators
          COMMAND ${GFSHIM_EMULATED_RUN} --np 3 ${GFSHIM_EMULATED_CHECKS}
                  --expect "emulated NCCL rank 1/2: destroyed, [1-9][0-9]* allreduce"
                  -- $<TARGET_FILE:gpu_buffers_fake> comms nohost)
+# A blocking call through NCCL while an MPI_Iallreduce waits in the fusion thread's queue (which
+# gathers for 500 ms): the blocking call first waits for it, so the two NCCL groups of the GPU
+# never run at once; without that wait none of the three is complete when the blocking call
+# returns.
+add_test(NAME mpi_gpu_nccl_emulated_blocking_call_after_a_queued_iallreduce
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CYCLE_MS=500
+                 ${GFSHIM_EMULATED_CHECKS}
+                 --expect "gpu_buffers: beside: 3 of 3 fused operations complete when the blocking call returned"
+                 -- $<TARGET_FILE:gpu_buffers_fake> beside)
 # The application's inputs still pending on a stream of its own: the plugin's stream must wait
 # for an event on the legacy default stream first.
 add_test(NAME mpi_gpu_nccl_emulated_after_pending_application_copies

@@ -1,13 +1,11 @@
 /* Allreduces of GPU buffers through the shim, checked against PMPI_Allreduce on host copies.
  *
- *   gpu_buffers [mixed] [fused] [nohost] [pending] [errors] [comms] [kinds] [lossy] [time] | csc
- *     (always) blocking MPI_Allreduce of device buffers: below GFSHIM_MIN_BYTES (staged around the
- *              MPI call), above it (the engine: NCCL or the staging pipeline), int/float/double,
- *              SUM/MAX, in place and not, counts that leave a short last block
- *     mixed    even ranks hold device buffers, odd ranks host buffers (the route agreement; host
- *              ranks run the same pipeline blocks)
- *     fused    bursts of MPI_Iallreduce on device (and host) buffers, in place and not, completed
- *              with MPI_Waitall
+ *   gpu_buffers [mixed] [fused] [nohost] [pending] [errors] [beside] [comms] [kinds] [lossy] [time]
+ * | csc (always) blocking MPI_Allreduce of device buffers: below GFSHIM_MIN_BYTES (staged around
+ * the MPI call), above it (the engine: NCCL or the staging pipeline), int/float/double, SUM/MAX, in
+ * place and not, counts that leave a short last block mixed    even ranks hold device buffers, odd
+ * ranks host buffers (the route agreement; host ranks run the same pipeline blocks) fused    bursts
+ * of MPI_Iallreduce on device (and host) buffers, in place and not, completed with MPI_Waitall
  *     nohost   the fused tensors all in device memory (otherwise every third one is in host
  *              memory), so whole buckets can go to NCCL
  *     pending  device inputs are written by an asynchronous copy on a stream of the program's own
@@ -16,6 +14,8 @@
  *              synchronous copy on the legacy default stream would be
  *     errors   MPI_ERRORS_RETURN on MPI_COMM_WORLD: a blocking call that returns an error is
  *              reported ("returned an error: ...") and not compared, and the run goes on
+ *     beside   also an MPI_Iallreduce still queued when a blocking call starts (prints how many
+ *              were complete when the blocking call returned)
  *     comms    also on a duplicate of MPI_COMM_WORLD and on halves of it (split by rank parity),
  *              each freed after a blocking call and a fused burst
  *     kinds    also send and receive buffers of different kinds on one rank (host -> device,
@@ -274,6 +274,49 @@ static void cscCase(void) {
   free(fromDevice);
 }
 
+/* "beside": an MPI_Iallreduce still queued for the shim's fusion thread when a blocking
+ * MPI_Allreduce of other device buffers starts. Prints how many of the fused operations were
+ * complete when the blocking call returned (a blocking call through NCCL waits for them first). */
+static void besideCase(void) {
+  const size_t count = 300001;
+  const size_t bytes = count * sizeof(float);
+  const int rounds = 3;
+  float* input = malloc(bytes);
+  float* want = malloc(bytes);
+  float* got = malloc(bytes);
+  int completeFirst = 0;
+  for (int round = 0; round < rounds; ++round) {
+    fill(MPI_FLOAT, input, count, 70 + round);
+    PMPI_Allreduce(input, want, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    struct Buffer fused = bufferMake(bytes, 1), blocking = bufferMake(bytes, 1);
+    bufferWrite(&fused, input);
+    bufferWrite(&blocking, input);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, fused.pointer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   &request);
+    MPI_Allreduce(MPI_IN_PLACE, blocking.pointer, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    completeFirst += done;
+    if (!done) MPI_Wait(&request, MPI_STATUS_IGNORE);
+    bufferRead(&fused, got);
+    compare("fused beside a blocking call", got, want, bytes);
+    bufferRead(&blocking, got);
+    compare("blocking beside a fused operation", got, want, bytes);
+    bufferFree(&fused);
+    bufferFree(&blocking);
+  }
+  if (gRank == 0) {
+    printf(
+        "gpu_buffers: beside: %d of %d fused operations complete when the blocking call "
+        "returned\n",
+        completeFirst, rounds);
+  }
+  free(input);
+  free(want);
+  free(got);
+}
+
 static int compareDoubles(const void* a, const void* b) {
   const double x = *(const double*)a, y = *(const double*)b;
   return (x > y) - (x < y);
@@ -321,7 +364,7 @@ static void timeTable(void) {
 
 int main(int argc, char** argv) {
   int mixed = 0, fused = 0, lossy = 0, timed = 0, kinds = 0, pending = 0, csc = 0, comms = 0,
-      provided = 0;
+      beside = 0, provided = 0;
   for (int i = 1; i < argc; ++i) {
     mixed |= strcmp(argv[i], "mixed") == 0;
     fused |= strcmp(argv[i], "fused") == 0;
@@ -333,6 +376,7 @@ int main(int argc, char** argv) {
     pending |= strcmp(argv[i], "pending") == 0;
     csc |= strcmp(argv[i], "csc") == 0;
     comms |= strcmp(argv[i], "comms") == 0;
+    beside |= strcmp(argv[i], "beside") == 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   gComm = MPI_COMM_WORLD;
@@ -369,6 +413,7 @@ int main(int argc, char** argv) {
       blockingCaseOn(MPI_INT, MPI_SUM, counts[c], 0, (int)c + 40, 1, 0);
     }
   }
+  if (beside) besideCase();
   if (comms) {
     /* A duplicate of the world, then halves of it (ranks by parity), each freed after a blocking
      * call and a fused burst: the NCCL groups of every communicator are made and destroyed. */

@@ -38,18 +38,21 @@
 //
 // Scratch is allocated before anything of a call is enqueued, stream-ordered where the device
 // has memory pools (a cudaFree would synchronize the whole device, and so wait for the other
-// NCCL group's kernels, whose peers may be waiting for this rank). CSC reserves both its sparse
-// and its dense scratch before its agreement: a rank that cannot get the sparse one asks for a
-// dense call, one that cannot get the dense one makes the call fail on every rank, instead of
-// failing alone after its peers started sending. A failure alone before any NCCL operation
-// (an exact call's or a fused bucket's allocation) still leaves the peers inside theirs: they
-// fail when the call's deadline passes (GpuGroupSpec::timeoutSec). Any failure after the first
-// enqueue marks the group broken: the ranks no longer agree on what was delivered, so the call
-// aborts the communicators and waits for its stream before it returns, and further calls fail.
+// NCCL group's kernels, whose peers may be waiting for this rank). No rank fails alone for want
+// of memory, which would leave its peers inside a collective until the deadline: CSC reserves
+// both its sparse and its dense scratch before its agreement (a rank that cannot get the sparse
+// one asks for a dense call; one that cannot get the dense one makes the call decline on every
+// rank), and a 16-bit call or a fused bucket that asks for more scratch than every rank is known
+// to hold agrees first whether all got it (reserveAgreed; it declines on every rank if not).
+// Exact calls need none. A declined call has sent nothing but its agreement: the shim stages it.
+// Any failure after the first enqueue marks the group broken: the ranks no longer agree on what
+// was delivered, so the call aborts the communicators and waits for its stream before it
+// returns, and further calls fail.
 //
 // Cost beyond NCCL's: one host wait per call (two for fp16/bf16: the overflow flag; two for a
-// sparse CSC call: the agreement), kernels that each read and write their data once, and no
-// allocation once the largest call of each kind has been seen.
+// sparse CSC call, and for a call whose scratch grows: the agreement), kernels that each read
+// and write their data once, and no allocation once the largest call of each kind has been
+// seen.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -217,10 +220,24 @@ class DeviceBuffer {
   }
   size_t bytes() const { return bytes_; }
 
+  // The most every rank of the group is known to hold (NcclGroup::reserveAgreed): the same on
+  // every rank, since every rank's calls ask for the same sizes and the agreements are shared.
+  size_t agreed() const { return agreed_; }
+  void agreedUpTo(size_t bytes) { agreed_ = std::max(agreed_, bytes); }
+  void forgetAgreed() { agreed_ = 0; }  // some rank may have released it (a failed growth)
+
  private:
   const DeviceMemory& memory_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  size_t agreed_ = 0;
+};
+
+// One buffer a call needs, and how much of it.
+struct ScratchAsk {
+  DeviceBuffer* buffer;
+  size_t bytes;
+  const char* what;
 };
 
 // ---- Residuals of CSC, in device memory ---------------------------------------------------------
@@ -429,24 +446,30 @@ class NcclGroup {
   // Enqueues recv = op over the world of send, ring or torus (see the top of the file).
   Status enqueueAllreduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                           size_t elementBytes, ncclRedOp_t op, bool torus, uint64_t* wireBytes);
-  Status reserveDenseScratch(const GpuCall& call, size_t count, bool inPlace);
+  // What the dense float sum of a lossy call needs (nothing for an exact one).
+  std::vector<ScratchAsk> denseScratch(const GpuCall& call, size_t count, bool inPlace);
+  // Reserves `asks`. Where one asks for more than every rank is known to hold, the ranks agree
+  // (one world MAX) whether all got theirs, before anything of the call is sent: if one did
+  // not, every rank's call fails alike with *declined set (record->declinedEverywhere), and the
+  // caller may run it another way. A failure alone before the first collective would leave the
+  // peers inside theirs until the deadline.
+  Status reserveAgreed(const std::vector<ScratchAsk>& asks, GpuCallRecord* record);
   // The dense float sum of a lossy call: exact, or 16 bits on the wire with the overflow redo
-  // (which waits for the stream once). Scratch reserved by reserveDenseScratch. The caller
+  // (which waits for the stream once). Scratch reserved as denseScratch asks. The caller
   // waits for the rest.
   Status enqueueDenseLossy(const GpuCall& call, const float* send, float* recv, size_t count,
                            GpuCallRecord* record);
   Status runExact(const GpuCall& call, GpuCallRecord* record);
   Status runCodec(const GpuCall& call, GpuCallRecord* record);
   Status runCsc(const GpuCall& call, GpuCallRecord* record);
-  // How every rank can run this CSC call: the world MAX of each rank's kCsc* (one int); waits
-  // for the stream.
-  Status agreeCscMode(int mine, int* agreed, GpuCallRecord* record);
+  // The world MAX of one int of each rank (`what` names it in errors); waits for the stream.
+  Status agreeMax(const char* what, int mine, int* agreed, GpuCallRecord* record);
 
   const NcclLibrary& nccl_;
   const GpuGroupSpec spec_;
   Comm world_, row_, column_;
   cudaStream_t stream_ = nullptr;
-  int* deviceInts_ = nullptr;         // [0] overflow flag, [1] the CSC agreement
+  int* deviceInts_ = nullptr;         // [0] overflow flag, [1] agreements (agreeMax)
   int* hostInts_ = nullptr;           // pinned, the same two
   cudaEvent_t entryEvent_ = nullptr;  // recorded on the legacy stream at each call's start
   bool broken_ = false;  // a call failed after its first enqueue, or a peer did not connect
@@ -754,13 +777,48 @@ Status NcclGroup::enqueueAllreduce(const void* send, void* recv, size_t count, n
   return Status::ok();
 }
 
-Status NcclGroup::reserveDenseScratch(const GpuCall& call, size_t count, bool inPlace) {
-  if (call.codec == WireCodec::kNone) return Status::ok();
-  GFSHIM_RETURN_IF_ERROR(halfWire_.reserve(count * sizeof(uint16_t), "the 16-bit wire values"));
-  if (inPlace) {
-    GFSHIM_RETURN_IF_ERROR(inputCopy_.reserve(count * sizeof(float), "the input copy"));
-  }
+std::vector<ScratchAsk> NcclGroup::denseScratch(const GpuCall& call, size_t count, bool inPlace) {
+  std::vector<ScratchAsk> asks;
+  if (call.codec == WireCodec::kNone) return asks;
+  asks.push_back({&halfWire_, count * sizeof(uint16_t), "the 16-bit wire values"});
+  if (inPlace) asks.push_back({&inputCopy_, count * sizeof(float), "the input copy"});
+  return asks;
+}
+
+namespace {
+
+Status reserveAll(const std::vector<ScratchAsk>& asks) {
+  for (const ScratchAsk& ask : asks)
+    GFSHIM_RETURN_IF_ERROR(ask.buffer->reserve(ask.bytes, ask.what));
   return Status::ok();
+}
+
+}  // namespace
+
+Status NcclGroup::reserveAgreed(const std::vector<ScratchAsk>& asks, GpuCallRecord* record) {
+  const bool agree = std::any_of(asks.begin(), asks.end(), [](const ScratchAsk& ask) {
+    return ask.bytes > ask.buffer->agreed();
+  });
+  const Status reserved = reserveAll(asks);
+  if (!agree) return reserved;  // within what every rank holds: nothing was allocated
+  if (!reserved.isOk() && reserved.code() != StatusCode::kOutOfMemory) return reserved;
+  int failedSomewhere = 0;
+  broken_ = true;  // the agreement is the call's first collective
+  GFSHIM_RETURN_IF_ERROR(
+      agreeMax("the scratch agreement", reserved.isOk() ? 0 : 1, &failedSomewhere, record));
+  broken_ = false;
+  for (const ScratchAsk& ask : asks) {
+    if (failedSomewhere == 0) {
+      ask.buffer->agreedUpTo(ask.bytes);
+    } else {
+      ask.buffer->forgetAgreed();
+    }
+  }
+  if (failedSomewhere == 0) return Status::ok();
+  record->declinedEverywhere = true;
+  return !reserved.isOk() ? reserved
+                          : Status::error(StatusCode::kOutOfMemory,
+                                          "another rank has no device memory for this call");
 }
 
 Status NcclGroup::enqueueDenseLossy(const GpuCall& call, const float* send, float* recv,
@@ -853,10 +911,11 @@ Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record
   dense.torus = call.torus;
   dense.codec = call.codec;
   dense.prescale = call.prescale;
-  // Everything that can fail alone comes before the first collective.
-  GFSHIM_RETURN_IF_ERROR(bucket_.reserve(offset, "a fused bucket"));
-  GFSHIM_RETURN_IF_ERROR(sliceTables_.reserve(2 * n * sizeof(FusionSlice), "fusion tables"));
-  GFSHIM_RETURN_IF_ERROR(reserveDenseScratch(dense, count, true));
+  // Everything that can fail comes before the first collective, agreed where it is new.
+  std::vector<ScratchAsk> asks = denseScratch(dense, count, true);
+  asks.push_back({&bucket_, offset, "a fused bucket"});
+  asks.push_back({&sliceTables_, 2 * n * sizeof(FusionSlice), "fusion tables"});
+  GFSHIM_RETURN_IF_ERROR(reserveAgreed(asks, record));
   auto* tables = sliceTables_.as<FusionSlice>();
   void* bucket = bucket_.as<void>();
   GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemcpyAsync of the fusion tables",
@@ -882,7 +941,7 @@ Status NcclGroup::fusedAllreduce(const GpuFusedCall& call, GpuCallRecord* record
 Status NcclGroup::runCodec(const GpuCall& call, GpuCallRecord* record) {
   const auto* send = static_cast<const float*>(call.send);
   auto* recv = static_cast<float*>(call.recv);
-  GFSHIM_RETURN_IF_ERROR(reserveDenseScratch(call, call.count, send == recv));
+  GFSHIM_RETURN_IF_ERROR(reserveAgreed(denseScratch(call, call.count, send == recv), record));
   broken_ = true;
   GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, send, recv, call.count, record));
   GFSHIM_RETURN_IF_ERROR(waitForStream("the lossy allreduce"));
@@ -890,20 +949,19 @@ Status NcclGroup::runCodec(const GpuCall& call, GpuCallRecord* record) {
   return Status::ok();
 }
 
-Status NcclGroup::agreeCscMode(int mine, int* agreed, GpuCallRecord* record) {
+Status NcclGroup::agreeMax(const char* what, int mine, int* agreed, GpuCallRecord* record) {
   int* agreement = &deviceInts_[1];
   hostInts_[1] = mine;
-  GFSHIM_CUDA_RETURN_IF_ERROR(
-      "cudaMemcpyAsync of the CSC agreement",
-      cudaMemcpyAsync(agreement, &hostInts_[1], sizeof(int), cudaMemcpyHostToDevice, stream_));
+  const std::string copy = std::string("cudaMemcpyAsync of ") + what;
+  GFSHIM_CUDA_RETURN_IF_ERROR(copy.c_str(), cudaMemcpyAsync(agreement, &hostInts_[1], sizeof(int),
+                                                            cudaMemcpyHostToDevice, stream_));
   GFSHIM_RETURN_IF_ERROR(
-      settle("ncclAllReduce of the CSC agreement", world_,
+      settle((std::string("ncclAllReduce of ") + what).c_str(), world_,
              nccl_.allReduce(agreement, agreement, 1, ncclInt32, ncclMax, world_.comm, stream_)));
   record->wireBytes += ringAllreduceBytes(spec_.worldSize, sizeof(int));
-  GFSHIM_CUDA_RETURN_IF_ERROR(
-      "cudaMemcpyAsync of the CSC agreement",
-      cudaMemcpyAsync(&hostInts_[1], agreement, sizeof(int), cudaMemcpyDeviceToHost, stream_));
-  GFSHIM_RETURN_IF_ERROR(waitForStream("the CSC agreement"));
+  GFSHIM_CUDA_RETURN_IF_ERROR(copy.c_str(), cudaMemcpyAsync(&hostInts_[1], agreement, sizeof(int),
+                                                            cudaMemcpyDeviceToHost, stream_));
+  GFSHIM_RETURN_IF_ERROR(waitForStream(what));
   *agreed = hostInts_[1];
   return Status::ok();
 }
@@ -921,7 +979,8 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
   auto* recv = static_cast<float*>(call.recv);
 
   // The dense fallback's scratch first: a peer may ask for a dense call.
-  const Status denseReserved = reserveDenseScratch(call, count, send == recv);
+  const std::vector<ScratchAsk> denseAsks = denseScratch(call, count, send == recv);
+  const Status denseReserved = reserveAll(denseAsks);
   if (!denseReserved.isOk() && denseReserved.code() != StatusCode::kOutOfMemory) {
     return denseReserved;
   }
@@ -944,7 +1003,7 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
       GFSHIM_RETURN_IF_ERROR(packed_.reserve(maxPacked * sizeof(float), "the CSC packed values"));
       GFSHIM_RETURN_IF_ERROR(summed_.reserve(maxPacked * sizeof(float), "the CSC summed values"));
       GFSHIM_RETURN_IF_ERROR(selectScratch_.reserve(selectBytes, "the CSC selection scratch"));
-      return reserveDenseScratch(call, maxPacked, false);
+      return reserveAll(denseScratch(call, maxPacked, false));
     }();
     if (!reserved.isOk()) {
       if (reserved.code() != StatusCode::kOutOfMemory) return reserved;
@@ -955,7 +1014,14 @@ Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
   broken_ = true;  // from the first enqueue until the call completes
   const int mine = !denseReserved.isOk() ? kCscCannotRun : wantDense ? kCscDense : kCscSparse;
   int mode = kCscSparse;
-  GFSHIM_RETURN_IF_ERROR(agreeCscMode(mine, &mode, record));
+  GFSHIM_RETURN_IF_ERROR(agreeMax("the CSC agreement", mine, &mode, record));
+  for (const ScratchAsk& ask : denseAsks) {  // what the codec calls' agreements know
+    if (mode == kCscCannotRun) {
+      ask.buffer->forgetAgreed();
+    } else {
+      ask.buffer->agreedUpTo(ask.bytes);
+    }
+  }
   if (mode == kCscCannotRun) {
     broken_ = false;  // only the agreement ran, and it completed everywhere
     record->declinedEverywhere = true;

@@ -169,6 +169,20 @@ add_test(NAME mpi_gpu_nccl_emulated_csc_without_any_scratch_on_one_rank
                  --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: device allocation of [0-9]+ bytes for the 16-bit wire values: out of memory"
                  --reject "allreduce failed"
                  -- $<TARGET_FILE:gpu_buffers_fake> csc)
+# The same nearly full GPU with fp16 on the wire, blocking calls and fused buckets: a call whose
+# scratch grows is agreed first, so every rank stages those calls (results exact in fp16) instead
+# of the peers waiting inside NCCL for the rank that failed alone (the deadline, 600 s, is past
+# the test's time limit).
+add_test(NAME mpi_gpu_nccl_emulated_16_bits_without_scratch_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_COMPRESS=fp16
+                 --env GFSHIM_COMPRESS_MIN_BYTES=64K --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
+                 --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1 --env GFSHIM_NCCL_TIMEOUT_SEC=600
+                 --expect-engine --reject "emulated GPU:" --reject "allreduce failed"
+                 --expect "gpu_buffers: .* checks passed, 0 calls returned an error"
+                 --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
+                 --expect "\\[0\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: another rank has no device memory for this call\\)"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL fused allreduce could not run \\(device allocation of [0-9]+ bytes"
+                 -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
 # One rank's NCCL initialisation fails asynchronously: every rank stages instead.
 add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
          COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_INIT_RANK=1

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -389,11 +390,36 @@ void ShmGroup::reduceSlots(size_t offset, size_t count, ShmType type, ShmOp op, 
   }
 }
 
+ShmResult ShmGroup::sameCallEverywhere(int kind, size_t count, ShmType type, ShmOp op) {
+  const uint64_t mine = static_cast<uint64_t>(kind) << 56 ^ static_cast<uint64_t>(type) << 48 ^
+                        static_cast<uint64_t>(op) << 40 ^ static_cast<uint64_t>(count);
+  std::memcpy(slot(rank_), &mine, sizeof mine);
+  ShmResult result = barrier();
+  if (result != ShmResult::kOk) return result;
+  int differs = -1;
+  for (int r = 0; r < ranks_ && differs < 0; ++r) {
+    uint64_t theirs = 0;
+    std::memcpy(&theirs, slot(r), sizeof theirs);
+    if (theirs != mine) differs = r;
+  }
+  result = barrier();  // nobody overwrites a slot before every rank has read them all
+  if (result != ShmResult::kOk) return result;
+  if (differs < 0) return ShmResult::kOk;
+  std::fprintf(stderr,
+               "emulated NCCL: rank %d of %s calls collective %d (count %zu, type %d, op %d), "
+               "rank %d another: the ranks diverged\n",
+               rank_, name_.c_str(), kind, count, static_cast<int>(type), static_cast<int>(op),
+               differs);
+  return ShmResult::kError;
+}
+
 ShmResult ShmGroup::allReduce(const void* send, void* recv, size_t count, ShmType type, ShmOp op) {
   size_t bytes = 0;
   const ShmResult checked = precheck(type, count, 1, send, recv, &bytes);
   if (checked != ShmResult::kOk) return checked;
   if (!validOp(op)) return ShmResult::kError;
+  const ShmResult same = sameCallEverywhere(1, count, type, op);
+  if (same != ShmResult::kOk) return same;
   const size_t pieceElements = slotBytes_ / bytes;
   size_t done = 0;
   do {
@@ -418,6 +444,8 @@ ShmResult ShmGroup::reduceScatter(const void* send, void* recv, size_t recvCount
       precheck(type, recvCount, static_cast<size_t>(ranks_), send, recv, &bytes);
   if (checked != ShmResult::kOk) return checked;
   if (!validOp(op)) return ShmResult::kError;
+  const ShmResult same = sameCallEverywhere(2, recvCount, type, op);
+  if (same != ShmResult::kOk) return same;
   // Pieces of the whole send buffer; this rank keeps the part of each inside its own block.
   const size_t total = recvCount * static_cast<size_t>(ranks_);
   const size_t blockStart = recvCount * static_cast<size_t>(rank_);
@@ -449,6 +477,8 @@ ShmResult ShmGroup::allGather(const void* send, void* recv, size_t sendCount, Sh
   const ShmResult checked =
       precheck(type, sendCount, static_cast<size_t>(ranks_), send, recv, &bytes);
   if (checked != ShmResult::kOk) return checked;
+  const ShmResult same = sameCallEverywhere(3, sendCount, type, ShmOp::kSum);
+  if (same != ShmResult::kOk) return same;
   const size_t pieceElements = slotBytes_ / bytes;
   size_t done = 0;
   do {

@@ -103,6 +103,10 @@ class ShmGroup {
   ShmGroup() = default;
   // One barrier of all ranks; kOk, or the group's death.
   ShmResult barrier();
+  // Before a collective's data moves: every rank must be making the same call (`kind`, count,
+  // type, op). Real NCCL would hang or mix the data of different calls; here every rank gets
+  // kError and a message on stderr, so a test fails at the divergence.
+  ShmResult sameCallEverywhere(int kind, size_t count, ShmType type, ShmOp op);
   // Checks a call before it runs: the group's death or kError (sets *bytes to count*element).
   ShmResult precheck(ShmType type, size_t count, size_t factor, const void* send, const void* recv,
                      size_t* elementBytes);

@@ -776,6 +776,26 @@ TEST(ShmCollectives, AbortHereEndsOnlyThisProcesssWaits) {
   });
 }
 
+// Ranks that make different calls (another count, another collective) all get kError, at once.
+TEST(ShmCollectives, DivergingCallsFailOnEveryRank) {
+  const Key key = randomKey();
+  runRanks(3, [&](int rank) {
+    std::unique_ptr<ShmGroup> group = openJoined(key, 3, rank);
+    CHILD_CHECK(group != nullptr);
+    float in[4] = {1, 2, 3, 4}, out[12] = {};
+    const size_t count = rank == 2 ? 3 : 4;
+    CHILD_CHECK(group->allReduce(in, out, count, ShmType::kFloat32, ShmOp::kSum) ==
+                ShmResult::kError);
+    const ShmResult mixed = rank == 0
+                                ? group->allGather(in, out, 4, ShmType::kFloat32)
+                                : group->allReduce(in, out, 4, ShmType::kFloat32, ShmOp::kSum);
+    CHILD_CHECK(mixed == ShmResult::kError);
+    CHILD_CHECK(group->allReduce(in, out, 4, ShmType::kFloat32, ShmOp::kSum) == ShmResult::kOk);
+    CHILD_CHECK(out[0] == 3.0f);
+    return true;
+  });
+}
+
 TEST(ShmCollectives, TimesOutOnAPeerThatNeverCalls) {
   const Key key = randomKey();
   SharedFlags* flags = mapSharedFlags();

@@ -35,7 +35,8 @@ int cuCtxGetDevice(int* device);
 int cuMemAlloc_v2(unsigned long long* pointer, size_t bytes);
 int cuMemFree_v2(unsigned long long pointer);
 void* fakeCudaDeviceView(const void* pointer, size_t bytes);
-void fakeCudaRunDeferredCopies(void);
+unsigned long long fakeCudaDeferredMark(void);
+void fakeCudaRunDeferredCopies(unsigned long long upTo);
 }
 
 namespace gfshim::emulated {
@@ -162,7 +163,7 @@ void waitForMarks(const Marks& marks) {
 // driver's deferred copies (the application's), complete first.
 void drainForLegacyStream() {
   waitForMarks(blockingStreamMarks());
-  fakeCudaRunDeferredCopies();
+  fakeCudaRunDeferredCopies(fakeCudaDeferredMark());
 }
 
 void synchronizeAll() {
@@ -184,9 +185,6 @@ cudaError_t ensureContext() {
   return cuCtxSetCurrent(context) == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
 }
 
-// What a stream that waits for the event waits for; one recorded on the legacy default stream
-// also waits for the application's copies queued on the fake driver before it was recorded
-// (they run when the wait does, so a stream that does not wait reads stale inputs).
 // FAKE_CUDA_RUNTIME_MEMORY_BYTES=N with FAKE_CUDA_RUNTIME_MEMORY_RANK=r: on the process of MPI
 // rank r (OMPI_COMM_WORLD_RANK or PMI_RANK), the runtime's device allocations may hold at most
 // N bytes at once, as on a nearly full GPU; the application's own (through the driver) do not
@@ -231,9 +229,14 @@ MemoryBudget& memoryBudget() {
   return *made;
 }
 
+// What a stream that waits for the event waits for; one recorded on the legacy default stream
+// also waits for the application's copies queued on the fake driver before it was recorded
+// (they run when the wait does, so a stream that does not wait, or waits for an event recorded
+// before the copies were queued, reads stale inputs).
 struct Event {
   Marks marks;
   bool legacy = false;
+  unsigned long long copies = 0;  // legacy: the fake driver's copies queued before the record
 };
 
 }  // namespace
@@ -484,6 +487,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (emulated::isLegacy(stream)) {
     recorded->marks = emulated::blockingStreamMarks();
     recorded->legacy = true;
+    recorded->copies = fakeCudaDeferredMark();
     return cudaSuccess;
   }
   std::shared_ptr<emulated::Stream> found = emulated::streamOf(stream);
@@ -496,9 +500,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   (void)flags;
   const emulated::Event& waited = *reinterpret_cast<emulated::Event*>(event);
-  auto wait = [marks = waited.marks, legacy = waited.legacy] {
+  auto wait = [marks = waited.marks, legacy = waited.legacy, copies = waited.copies] {
     emulated::waitForMarks(marks);
-    if (legacy) fakeCudaRunDeferredCopies();
+    if (legacy) fakeCudaRunDeferredCopies(copies);
     return 0;
   };
   if (emulated::isLegacy(stream)) {

@@ -16,9 +16,9 @@
  * rewrites one before its copy ran, sees wrong data, as it could on a real GPU.
  *
  * Only the entry points the shim and its tests use exist; the CUDA runtime finds none of the
- * ones it needs (cuGetProcAddress), so a runtime loaded beside this fake reports no driver. Two
- * functions that are not CUDA's serve the emulated GPU of tests/gpu_emul/ (which stands in for
- * the runtime there): fakeCudaDeviceView and fakeCudaRunDeferredCopies.
+ * ones it needs (cuGetProcAddress), so a runtime loaded beside this fake reports no driver.
+ * Functions that are not CUDA's serve the emulated GPU of tests/gpu_emul/ (which stands in for
+ * the runtime there): fakeCudaDeviceView, fakeCudaDeferredMark and fakeCudaRunDeferredCopies.
  *
  * What it does not model, so what only a real GPU checks: stream flags and contexts (stream-0
  * work drains every stream of every context, non-blocking ones included, and a stream used under
@@ -248,11 +248,19 @@ void* fakeCudaDeviceView(const void* pointer, size_t bytes) {
   return backing;
 }
 
-/* Not a CUDA entry point: runs every stream's deferred copies now, for the emulated runtime's
- * streams that wait for an event on the legacy default stream. */
-void fakeCudaRunDeferredCopies(void) {
+/* Not CUDA entry points, for the emulated runtime's streams that wait for an event on the
+ * legacy default stream: the mark of the copies queued so far, and running every stream's
+ * deferred copies up to a mark (those queued later stay deferred). */
+unsigned long long fakeCudaDeferredMark(void) {
   pthread_mutex_lock(&gLock);
-  drainAll();
+  unsigned long long mark = gSeq;
+  pthread_mutex_unlock(&gLock);
+  return mark;
+}
+
+void fakeCudaRunDeferredCopies(unsigned long long upTo) {
+  pthread_mutex_lock(&gLock);
+  for (struct Stream* s = gStreams; s != NULL; s = s->next) drain(s, upTo);
   pthread_mutex_unlock(&gLock);
 }
 

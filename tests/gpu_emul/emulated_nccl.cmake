@@ -192,6 +192,17 @@ add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
                  --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: aborted"
                  --reject "emulated GPU:"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
+# One rank's NCCL initialisation never finishes: after GFSHIM_NCCL_TIMEOUT_SEC every rank stages,
+# and the communicators still initialising are aborted.
+add_test(NAME mpi_gpu_nccl_emulated_initialisation_hangs_on_one_rank
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_HANG_INIT_RANK=1
+                 --env GFSHIM_NCCL_TIMEOUT_SEC=2
+                 --expect-engine --expect "gpu_buffers: .* checks passed"
+                 --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
+                 --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
+                 --expect "emulated NCCL rank 1/${GFSHIM_EMULATED_NP}: aborted"
+                 --reject "emulated GPU:"
+                 -- $<TARGET_FILE:gpu_buffers_fake> fused)
 # One rank's first allreduce fails there, before it takes part; it aborts its communicators.
 # NCCL's abort is local: its peers' calls fail at their deadline (2 s here), and every rank
 # reports the error. Where the transport sees the closed connection (FAKE_NCCL_ABORT_REACHES_PEERS,

@@ -12,6 +12,7 @@
 // ncclCommGetAsyncError. Faults, each for every communicator of more than one rank in which the
 // process is rank r:
 //   FAKE_NCCL_FAIL_INIT_RANK=r  its initialisation fails (an asynchronous ncclSystemError)
+//   FAKE_NCCL_HANG_INIT_RANK=r  its initialisation never finishes (ncclInProgress until aborted)
 //   FAKE_NCCL_FAIL_CALL_RANK=r  its first collective fails there without taking part (an
 //                               asynchronous ncclSystemError, as a broken link would give)
 //   FAKE_NCCL_HANG_CALL_RANK=r  its first collective never takes part (until an abort)
@@ -120,6 +121,7 @@ struct ncclComm {
   bool blocking = true;
   bool joined = false;         // every rank has joined: the initialisation is done
   bool failedInit = false;     // FAKE_NCCL_FAIL_INIT_RANK
+  bool hungInit = false;       // FAKE_NCCL_HANG_INIT_RANK
   int enqueuesInProgress = 0;  // ncclInProgress reports owed after a nonblocking call
 
   void report(const char* how) const {
@@ -222,6 +224,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int ranks, ncclUniqueId id
   made->rank = rank;
   made->blocking = config == nullptr || config->blocking != 0;
   made->failedInit = emulated::faultHere("FAKE_NCCL_FAIL_INIT_RANK", ranks, rank);
+  made->hungInit = emulated::faultHere("FAKE_NCCL_HANG_INIT_RANK", ranks, rank);
   made->state->failFirstCall = emulated::faultHere("FAKE_NCCL_FAIL_CALL_RANK", ranks, rank);
   made->state->hangFirstCall = emulated::faultHere("FAKE_NCCL_HANG_CALL_RANK", ranks, rank);
   *comm = made;
@@ -236,6 +239,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (comm == nullptr || state == nullptr) return ncclInvalidArgument;
   if (comm->failedInit) {
     *state = ncclSystemError;
+  } else if (comm->hungInit) {
+    *state = ncclInProgress;
   } else if (!comm->joined) {
     comm->joined = comm->state->group->allJoined();
     *state = comm->joined ? ncclSuccess : ncclInProgress;

@@ -162,9 +162,8 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
 }
 
 // A pass-through the shim cannot stage (nonblocking on several ranks, intercommunicator) whose
-// buffers are device
-// memory: the MPI gets the device pointer, which only a CUDA-aware MPI handles. Said once, and
-// counted.
+// buffers are device memory: the MPI gets the device pointer, which only a CUDA-aware MPI
+// handles. Said once, and counted.
 void warnIfDevicePointerToMpi(Runtime& rt, const TypedArgs& a, const CallInfo& call) {
   const CudaDriver* driver = CudaDriver::inProcess();
   if (driver == nullptr || !call.dtype || call.count <= 0) return;

@@ -149,11 +149,7 @@ Status runPlacedAllreduce(Runtime& rt, CommState& state, const CallInfo& call, c
       }
       // Every rank's call was declined alike: every rank stages it, or fails it.
       if (!rt.settings.gpuStaging) return status;
-      if (!state.gpu.warnedDeclined) {
-        state.gpu.warnedDeclined = true;
-        GFSHIM_WARN(kEngine, "an NCCL allreduce could not run (%s): staged through host memory",
-                    status.message().c_str());
-      }
+      warnStagedAfterDecline(state.gpu, "NCCL allreduce", status.message());
       *route = GpuRoute::kStaged;
       break;
     }

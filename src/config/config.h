@@ -119,10 +119,10 @@ struct Settings {
   bool reproducible = false;              // GFSHIM_REPRODUCIBLE
   bool checkCalls = true;                 // GFSHIM_CHECK_CALLS
   // GPU buffers: NCCL (plugin), else staging through host memory, else the MPI.
-  bool nccl = true;               // GFSHIM_NCCL
-  double ncclTimeoutSec = 0;  // GFSHIM_NCCL_TIMEOUT_SEC; 0: no limit
-  bool gpuStaging = true;         // GFSHIM_GPU_STAGING
-  uint64_t gpuStagingBytes = 0;   // GFSHIM_GPU_STAGING_BYTES
+  bool nccl = true;              // GFSHIM_NCCL
+  double ncclTimeoutSec = 0;     // GFSHIM_NCCL_TIMEOUT_SEC; 0: no limit
+  bool gpuStaging = true;        // GFSHIM_GPU_STAGING
+  uint64_t gpuStagingBytes = 0;  // GFSHIM_GPU_STAGING_BYTES
   // Not a parameter: set by the init hook when every rank got MPI_THREAD_MULTIPLE for the
   // fusion progress threads.
   bool fusionAvailable = false;

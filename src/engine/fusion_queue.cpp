@@ -298,11 +298,7 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
   char why[256] = {};
   if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &record, why, sizeof(why))) {
     if (record.declinedEverywhere) {  // every rank stages this bucket instead
-      if (!gpu_.warnedDeclined) {
-        gpu_.warnedDeclined = true;
-        GFSHIM_WARN(kEngine,
-                    "an NCCL fused allreduce could not run (%s): staged through host memory", why);
-      }
+      warnStagedAfterDecline(gpu_, "NCCL fused allreduce", why);
       return Status::ok();
     }
     // The group refuses further calls: this rank votes against NCCL from now on.

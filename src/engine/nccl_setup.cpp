@@ -46,6 +46,12 @@ LossyRecord ncclLossyRecord(const LossyModes& modes, uint64_t bytesIn, size_t co
   return lossy;
 }
 
+void warnStagedAfterDecline(GpuCommState& gpu, const char* what, const std::string& why) {
+  if (gpu.warnedDeclined) return;
+  gpu.warnedDeclined = true;
+  GFSHIM_WARN(kEngine, "an %s could not run (%s): staged through host memory", what, why.c_str());
+}
+
 Status agreeDriverOnSomeRank(MPI_Comm comm, bool* anywhere) {
   int here = CudaDriver::inProcess() != nullptr ? 1 : 0, any = 0;
   const int rc = PMPI_Allreduce(&here, &any, 1, MPI_INT, MPI_MAX, comm);
@@ -261,8 +267,8 @@ Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* g
     } else if (!preparedEverywhere) {
       connected.why = "NCCL preparation failed on another rank";
     } else {
-      GFSHIM_RETURN_IF_ERROR(connectEverywhere(comm, facts, *api, gpu.ncclGroup,
-                                               settings.ncclTimeoutSec, &connected));
+      GFSHIM_RETURN_IF_ERROR(
+          connectEverywhere(comm, facts, *api, gpu.ncclGroup, settings.ncclTimeoutSec, &connected));
     }
     if (!connected.everywhere) {
       if (gpu.ncclGroup != nullptr) api->groupDestroy(gpu.ncclGroup, true);

@@ -33,7 +33,7 @@ struct GpuCommState {
   // Why NCCL cannot run on this communicator, agreed by all ranks; later calls stage.
   std::string ncclUnusable;
   bool warnedNoPath = false;
-  bool warnedDeclined = false;  // a call NCCL declined on every rank was staged (one WARN)
+  bool warnedDeclined = false;  // warnStagedAfterDecline said it once
 
   GpuCommState() = default;
   GpuCommState(const GpuCommState&) = delete;
@@ -63,6 +63,11 @@ Status ensureNcclGroup(MPI_Comm comm, const CommFacts& facts, const TorusGrid* g
 // reduced, from what it reported.
 LossyRecord ncclLossyRecord(const LossyModes& modes, uint64_t bytesIn, size_t count, int commSize,
                             const GpuCallRecord& record);
+
+// A call (`what`: "NCCL allreduce", "NCCL fused allreduce") that the plugin declined on every
+// rank (GpuCallRecord::declinedEverywhere) is staged instead: one WARN per communicator's group
+// says so and why.
+void warnStagedAfterDecline(GpuCommState& gpu, const char* what, const std::string& why);
 
 // Collective over `comm`: whether any rank has the CUDA driver loaded (then GPU routes are
 // agreed per call).

@@ -42,12 +42,9 @@ target_link_libraries(emulated_nccl_plugin PRIVATE gfshim_emulated_gpu gfshim_co
                       "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cuda/gfshim_cuda.map"
                       -Wl,--no-undefined)
 add_dependencies(emulated_nccl_plugin emulated_nccl)
-set(GFSHIM_EMULATED_NCCL_SHIM ${CMAKE_CURRENT_BINARY_DIR}/emulnccl/libgfshim.so)
-add_custom_command(OUTPUT ${GFSHIM_EMULATED_NCCL_SHIM}
-                   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:gfshim> ${GFSHIM_EMULATED_NCCL_SHIM}
-                   DEPENDS gfshim)
-add_custom_target(emulated_nccl_shim ALL
-                  DEPENDS ${GFSHIM_EMULATED_NCCL_SHIM} emulated_nccl_plugin emulated_nccl)
+gfshim_shim_beside_plugin(emulated_nccl_shim ${CMAKE_CURRENT_BINARY_DIR}/emulnccl
+                          emulated_nccl_plugin emulated_nccl)
+set(GFSHIM_EMULATED_NCCL_SHIM ${GFSHIM_SHIM_BESIDE_PLUGIN})
 
 add_executable(shm_collectives_test gpu_emul/shm_collectives_test.cpp gpu_emul/shm_collectives.cpp)
 target_include_directories(shm_collectives_test PRIVATE gpu_emul)
@@ -59,20 +56,18 @@ set(GFSHIM_EMULATED_RUN ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_with_shim.sh --mpi $
     --launcher ${MPIEXEC_EXECUTABLE} --shim ${GFSHIM_EMULATED_NCCL_SHIM} --time-limit 180
     --env LD_LIBRARY_PATH=${GFSHIM_EMULATED_NCCL_DIR} --env FAKE_CUDA_DEVICES=4
     --env GFSHIM_GPU_STAGING_BYTES=64K)
+# A nearly full GPU on rank 1: the plugin's allocations may hold 1 KiB there.
+set(GFSHIM_EMULATED_FULL_GPU_ON_RANK1 --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
+    --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1)
 set(GFSHIM_EMULATED_CHECKS --expect-engine --expect "gpu_buffers: .* checks passed"
     --expect "GFSHIM STATS gpu NCCL +[1-9]" --reject "aborted" --reject "WARN"
     --reject "emulated GPU:")
 
-if(GFSHIM_MPI STREQUAL "mpich")
-  set(GFSHIM_EMULATED_NP 2)
-else()
-  set(GFSHIM_EMULATED_NP 3)
-endif()
 # Exact ring: blocking calls (int/float/double, SUM/MAX, in place or not, short counts) and fused
 # buckets through ncclAllReduce.
 add_test(NAME mpi_gpu_nccl_emulated_ring
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} ${GFSHIM_EMULATED_CHECKS}
-                 --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: destroyed, [1-9][0-9]* allreduce, 0 reduce-scatter"
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} ${GFSHIM_EMULATED_CHECKS}
+                 --expect "emulated NCCL rank 0/${GFSHIM_NCCL_TEST_NP}: destroyed, [1-9][0-9]* allreduce, 0 reduce-scatter"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused nohost)
 # Groups of several communicators: a duplicate of the world and its halves (one of a single rank
 # when the world is odd, whose MPI_Iallreduces are staged as blocking calls), each freed.
@@ -85,7 +80,7 @@ add_test(NAME mpi_gpu_nccl_emulated_communicators
 # never run at once; without that wait none of the three is complete when the blocking call
 # returns.
 add_test(NAME mpi_gpu_nccl_emulated_blocking_call_after_a_queued_iallreduce
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CYCLE_MS=500
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_CYCLE_MS=500
                  ${GFSHIM_EMULATED_CHECKS}
                  --expect "gpu_buffers: beside: 3 of 3 fused operations complete when the blocking call returned"
                  -- $<TARGET_FILE:gpu_buffers_fake> beside)
@@ -106,7 +101,7 @@ endif()
 # 16 bits on the wire, blocking and fused (values exact in both formats).
 foreach(codec fp16 bf16)
   add_test(NAME mpi_gpu_nccl_emulated_${codec}
-           COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_COMPRESS=${codec}
+           COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_COMPRESS=${codec}
                    --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_CHECKS}
                    --expect "GFSHIM STATS lossy ${codec} +[1-9]"
                    -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
@@ -121,7 +116,7 @@ foreach(variant "csc_none 0.25 none 0" "csc_fp16 0.25 fp16 [1-9]" "fp16 0 fp16 [
   list(GET variant 2 codec)
   list(GET variant 3 redos)
   add_test(NAME mpi_gpu_nccl_emulated_against_host_${name}
-           COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CSC_DENSITY=${density}
+           COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_CSC_DENSITY=${density}
                    --env GFSHIM_CSC_WARMUP_CALLS=1 --env GFSHIM_COMPRESS=${codec}
                    --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_CHECKS}
                    --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
@@ -141,28 +136,28 @@ endif()
 # Devices without memory pools (plain cudaMalloc, and cudaFree, which waits for the whole
 # device), and device memory the driver reports no context for (cudaMallocAsync pools).
 add_test(NAME mpi_gpu_nccl_emulated_without_memory_pools
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_CUDA_MEMORY_POOLS=0
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_CUDA_MEMORY_POOLS=0
                  --env GFSHIM_COMPRESS=fp16 --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_CHECKS}
                  -- $<TARGET_FILE:gpu_buffers_fake> fused nohost lossy)
 add_test(NAME mpi_gpu_nccl_emulated_without_a_context
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_CUDA_NULL_CONTEXT=1
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_CUDA_NULL_CONTEXT=1
                  ${GFSHIM_EMULATED_CHECKS} -- $<TARGET_FILE:gpu_buffers_fake> fused nohost)
-# One rank's GPU is nearly full (the plugin's allocations may hold 1 KiB there). Without room for
+# One rank's GPU is nearly full (GFSHIM_EMULATED_FULL_GPU_ON_RANK1). Without room for
 # CSC's sparse scratch it asks for dense calls: every rank runs every CSC call dense, so the
 # results are exact (a sparse one would not compare). Without room for the dense fallback's
 # either (fp16 on the wire), every rank declines the call through NCCL and stages it instead:
 # the results are the host engine's, with one WARN per rank and no error.
 add_test(NAME mpi_gpu_nccl_emulated_csc_without_sparse_scratch_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CSC_DENSITY=0.25
-                 --env GFSHIM_COMPRESS_MIN_BYTES=64K --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
-                 --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1 ${GFSHIM_EMULATED_CHECKS}
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_CSC_DENSITY=0.25
+                 --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_FULL_GPU_ON_RANK1}
+                 ${GFSHIM_EMULATED_CHECKS}
                  --expect "GFSHIM STATS lossy csc +[1-9]"
                  -- $<TARGET_FILE:gpu_buffers_fake> lossy)
 add_test(NAME mpi_gpu_nccl_emulated_csc_without_any_scratch_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_CSC_DENSITY=0.25
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_CSC_DENSITY=0.25
                  --env GFSHIM_CSC_WARMUP_CALLS=1 --env GFSHIM_COMPRESS=fp16
-                 --env GFSHIM_COMPRESS_MIN_BYTES=64K --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
-                 --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1 --expect-engine --reject "emulated GPU:"
+                 --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_FULL_GPU_ON_RANK1}
+                 --expect-engine --reject "emulated GPU:"
                  --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
                  --expect "\\[0\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: another rank has no device memory for this CSC call\\): staged through host memory"
@@ -174,9 +169,9 @@ add_test(NAME mpi_gpu_nccl_emulated_csc_without_any_scratch_on_one_rank
 # of the peers waiting inside NCCL for the rank that failed alone (the deadline, 600 s, is past
 # the test's time limit).
 add_test(NAME mpi_gpu_nccl_emulated_16_bits_without_scratch_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env GFSHIM_COMPRESS=fp16
-                 --env GFSHIM_COMPRESS_MIN_BYTES=64K --env FAKE_CUDA_RUNTIME_MEMORY_BYTES=1024
-                 --env FAKE_CUDA_RUNTIME_MEMORY_RANK=1 --env GFSHIM_NCCL_TIMEOUT_SEC=600
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_COMPRESS=fp16
+                 --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_EMULATED_FULL_GPU_ON_RANK1}
+                 --env GFSHIM_NCCL_TIMEOUT_SEC=600
                  --expect-engine --reject "emulated GPU:" --reject "allreduce failed"
                  --expect "gpu_buffers: .* checks passed, 0 calls returned an error"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
@@ -185,22 +180,22 @@ add_test(NAME mpi_gpu_nccl_emulated_16_bits_without_scratch_on_one_rank
                  -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
 # One rank's NCCL initialisation fails asynchronously: every rank stages instead.
 add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_INIT_RANK=1
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_NCCL_FAIL_INIT_RANK=1
                  --expect-engine --expect "gpu_buffers: .* checks passed"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
                  --expect "NCCL initialisation failed here \\(rank 1\\): .*unhandled system error \\(emulated NCCL\\)"
-                 --expect "emulated NCCL rank 0/${GFSHIM_EMULATED_NP}: aborted"
+                 --expect "emulated NCCL rank 0/${GFSHIM_NCCL_TEST_NP}: aborted"
                  --reject "emulated GPU:"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
 # One rank's NCCL initialisation never finishes: after GFSHIM_NCCL_TIMEOUT_SEC every rank stages,
 # and the communicators still initialising are aborted.
 add_test(NAME mpi_gpu_nccl_emulated_initialisation_hangs_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_HANG_INIT_RANK=1
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_NCCL_HANG_INIT_RANK=1
                  --env GFSHIM_NCCL_TIMEOUT_SEC=2
                  --expect-engine --expect "gpu_buffers: .* checks passed"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
                  --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
-                 --expect "emulated NCCL rank 1/${GFSHIM_EMULATED_NP}: aborted"
+                 --expect "emulated NCCL rank 1/${GFSHIM_NCCL_TEST_NP}: aborted"
                  --reject "emulated GPU:"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
 # One rank's first allreduce fails there, before it takes part; it aborts its communicators.
@@ -210,15 +205,15 @@ add_test(NAME mpi_gpu_nccl_emulated_initialisation_hangs_on_one_rank
 # before the deadline (600 s, past the test's time limit): a collective ended that way must never
 # count as done, even though its stream drained. Either way the job goes on to its end.
 add_test(NAME mpi_gpu_nccl_emulated_call_fails_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
                  --env GFSHIM_NCCL_TIMEOUT_SEC=2 --reject "emulated GPU:"
                  --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
                  --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: .*\\(world\\): unhandled system error"
                  --expect "\\[0\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: the allreduce did not complete within 2 s"
-                 --expect "emulated NCCL rank 1/${GFSHIM_EMULATED_NP}: aborted"
+                 --expect "emulated NCCL rank 1/${GFSHIM_NCCL_TEST_NP}: aborted"
                  -- $<TARGET_FILE:gpu_buffers_fake> errors)
 add_test(NAME mpi_gpu_nccl_emulated_call_fails_on_one_rank_seen_by_the_transport
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_NCCL_FAIL_CALL_RANK=1
                  --env FAKE_NCCL_ABORT_REACHES_PEERS=1 --env GFSHIM_NCCL_TIMEOUT_SEC=600
                  --reject "emulated GPU:"
                  --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
@@ -228,7 +223,7 @@ add_test(NAME mpi_gpu_nccl_emulated_call_fails_on_one_rank_seen_by_the_transport
 # One rank's first allreduce never takes part: every rank's call fails at the deadline (or at
 # the abort of a peer that reached it first), and the job goes on to its end.
 add_test(NAME mpi_gpu_nccl_emulated_call_hangs_on_one_rank
-         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_EMULATED_NP} --env FAKE_NCCL_HANG_CALL_RANK=1
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_NCCL_HANG_CALL_RANK=1
                  --env GFSHIM_NCCL_TIMEOUT_SEC=2 --reject "emulated GPU:"
                  --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
                  --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: the allreduce did not complete within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"

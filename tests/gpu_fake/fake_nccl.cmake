@@ -15,27 +15,18 @@ target_compile_options(fake_nccl_plugin PRIVATE ${GFSHIM_WARNINGS})
 target_link_libraries(fake_nccl_plugin PRIVATE gfshim_core fake_cuda_driver
                       "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cuda/gfshim_cuda.map"
                       -Wl,--no-undefined)
-# The shim looks for its plugin beside itself: a copy of this build's libgfshim.so goes there.
-set(GFSHIM_FAKE_NCCL_SHIM ${CMAKE_CURRENT_BINARY_DIR}/fakenccl/libgfshim.so)
-add_custom_command(OUTPUT ${GFSHIM_FAKE_NCCL_SHIM}
-                   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:gfshim> ${GFSHIM_FAKE_NCCL_SHIM}
-                   DEPENDS gfshim)
-add_custom_target(fake_nccl_shim ALL DEPENDS ${GFSHIM_FAKE_NCCL_SHIM} fake_nccl_plugin)
+gfshim_shim_beside_plugin(fake_nccl_shim ${CMAKE_CURRENT_BINARY_DIR}/fakenccl fake_nccl_plugin)
+set(GFSHIM_FAKE_NCCL_SHIM ${GFSHIM_SHIM_BESIDE_PLUGIN})
 
 set(GFSHIM_FAKE_NCCL_RUN ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_with_shim.sh --mpi ${GFSHIM_MPI}
     --launcher ${MPIEXEC_EXECUTABLE} --shim ${GFSHIM_FAKE_NCCL_SHIM} --time-limit 120
     --env FAKE_CUDA_DEVICES=4 --env GFSHIM_GPU_STAGING_BYTES=64K)
 set(GFSHIM_FAKE_NCCL_CHECKS --expect-engine --expect "gpu_buffers: .* checks passed")
 
-if(GFSHIM_MPI STREQUAL "mpich")
-  set(GFSHIM_FAKE_NCCL_NP 2)
-else()
-  set(GFSHIM_FAKE_NCCL_NP 3)
-endif()
 add_test(NAME mpi_gpu_nccl_fake_ring
-         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP} ${GFSHIM_FAKE_NCCL_CHECKS}
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP} ${GFSHIM_FAKE_NCCL_CHECKS}
                  --expect "GFSHIM STATS gpu NCCL +[1-9]"
-                 --expect "fake NCCL rank 0: connected \\(world ${GFSHIM_FAKE_NCCL_NP} ranks"
+                 --expect "fake NCCL rank 0: connected \\(world ${GFSHIM_NCCL_TEST_NP} ranks"
                  --expect "fake NCCL rank 0: group destroyed \\(connected\\)"
                  --reject "aborted" --reject "WARN"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
@@ -53,7 +44,7 @@ endif()
 # in both formats, so the comparison stays byte for byte).
 foreach(codec fp16 bf16)
   add_test(NAME mpi_gpu_nccl_fake_${codec}
-           COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP} --env GFSHIM_COMPRESS=${codec}
+           COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_COMPRESS=${codec}
                    --env GFSHIM_COMPRESS_MIN_BYTES=64K ${GFSHIM_FAKE_NCCL_CHECKS}
                    --expect "GFSHIM STATS gpu NCCL +[1-9]" --expect "GFSHIM STATS lossy ${codec} +[1-9]"
                    --expect "group destroyed \\(connected\\), [1-9][0-9]* calls, 0 fused, [1-9][0-9]* with 16 bits"
@@ -67,27 +58,27 @@ set(GFSHIM_FAKE_NCCL_FALLBACK ${GFSHIM_FAKE_NCCL_CHECKS}
     --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
     --expect "fake NCCL rank 0: group aborted" --reject "group destroyed")
 add_test(NAME mpi_gpu_nccl_fake_preparation_fails_on_one_rank
-         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP}
                  --env FAKE_NCCL_FAIL_PREPARE_RANK=1 ${GFSHIM_FAKE_NCCL_FALLBACK}
-                 --expect "NCCL not used on this communicator of ${GFSHIM_FAKE_NCCL_NP} ranks: NCCL preparation failed on another rank"
+                 --expect "NCCL not used on this communicator of ${GFSHIM_NCCL_TEST_NP} ranks: NCCL preparation failed on another rank"
                  --expect "NCCL preparation failed here: fake NCCL: injected preparation failure"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
 add_test(NAME mpi_gpu_nccl_fake_initialisation_fails_to_start_on_one_rank
-         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP}
                  --env FAKE_NCCL_FAIL_START_RANK=1 ${GFSHIM_FAKE_NCCL_FALLBACK}
-                 --expect "NCCL not used on this communicator of ${GFSHIM_FAKE_NCCL_NP} ranks: NCCL initialisation failed on rank 1"
+                 --expect "NCCL not used on this communicator of ${GFSHIM_NCCL_TEST_NP} ranks: NCCL initialisation failed on rank 1"
                  --expect "NCCL initialisation failed here \\(rank 1\\): fake NCCL: injected failure to start"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
 # Rank 1 takes part in every initialisation, so its peers finish theirs, then fails: they abort
 # the communicators they made.
 add_test(NAME mpi_gpu_nccl_fake_initialisation_fails_while_running_on_one_rank
-         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP}
                  --env FAKE_NCCL_FAIL_POLL_RANK=1 ${GFSHIM_FAKE_NCCL_FALLBACK}
                  --expect "fake NCCL rank 0: group aborted \\(connected\\)"
                  --expect "NCCL initialisation failed here \\(rank 1\\): fake NCCL: injected asynchronous failure"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
 add_test(NAME mpi_gpu_nccl_fake_initialisation_hangs_on_one_rank
-         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP}
                  --env FAKE_NCCL_HANG_RANK=1 --env GFSHIM_NCCL_TIMEOUT_SEC=2
                  ${GFSHIM_FAKE_NCCL_FALLBACK}
                  --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
@@ -97,7 +88,7 @@ add_test(NAME mpi_gpu_nccl_fake_initialisation_hangs_on_one_rank
 # deadline instead of waiting for it forever, every rank reports the error (MPI_ERRORS_RETURN),
 # and later engine calls on that communicator fail at once on every rank; the job ends.
 add_test(NAME mpi_gpu_nccl_fake_call_fails_on_one_rank
-         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_FAKE_NCCL_NP}
+         COMMAND ${GFSHIM_FAKE_NCCL_RUN} --np ${GFSHIM_NCCL_TEST_NP}
                  --env FAKE_NCCL_FAIL_CALL_RANK=1 --env GFSHIM_NCCL_TIMEOUT_SEC=2
                  --expect "gpu_buffers: .* checks passed, [1-9][0-9]* calls returned an error on rank 0"
                  --expect "\\[1\\] GFSHIM WARN ENGINE: allreduce failed: NCCL allreduce: fake NCCL: injected failure of a call"

@@ -28,6 +28,7 @@
  * unknown (pinned host, managed, VMM); and the cost of retaining a primary context. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +84,11 @@ struct Event {
 };
 
 static pthread_mutex_t gLock = PTHREAD_MUTEX_INITIALIZER;
-static int gInitialized;
+/* Set once by cuInit, read without gLock by every call that needs an initialised driver: cuInit is
+ * called again from any thread (the emulated runtime calls it on every cudaSetDevice), as the real
+ * driver allows. */
+static atomic_int gInitialized;
+static pthread_once_t gInitOnce = PTHREAD_ONCE_INIT;
 static struct Allocation gAllocations[MAX_ALLOCATIONS];
 static struct Context gContexts[MAX_DEVICES];
 static struct Stream* gStreams;
@@ -150,12 +155,16 @@ static CUresult enqueue(struct Stream* s, struct Op op) {
   return kSuccess;
 }
 
+static void initialiseOnce(void) {
+  for (int i = 0; i < MAX_DEVICES; ++i) gContexts[i].ordinal = i;
+  atomic_store_explicit(&gInitialized, 1, memory_order_release);
+}
+
+static int initialized(void) { return atomic_load_explicit(&gInitialized, memory_order_acquire); }
+
 CUresult cuInit(unsigned flags) {
   (void)flags;
-  pthread_mutex_lock(&gLock);
-  gInitialized = 1;
-  for (int i = 0; i < MAX_DEVICES; ++i) gContexts[i].ordinal = i;
-  pthread_mutex_unlock(&gLock);
+  pthread_once(&gInitOnce, initialiseOnce);
   return kSuccess;
 }
 
@@ -165,13 +174,13 @@ CUresult cuDriverGetVersion(int* version) {
 }
 
 CUresult cuDeviceGetCount(int* count) {
-  if (!gInitialized) return kNotInitialized;
+  if (!initialized()) return kNotInitialized;
   *count = deviceCount();
   return kSuccess;
 }
 
 CUresult cuDeviceGet(int* device, int ordinal) {
-  if (!gInitialized) return kNotInitialized;
+  if (!initialized()) return kNotInitialized;
   if (ordinal < 0 || ordinal >= deviceCount()) return kInvalidValue;
   *device = ordinal;
   return kSuccess;
@@ -186,7 +195,7 @@ CUresult cuDeviceGetPCIBusId(char* text, int length, int device) {
 static int gPrimaryRetained[MAX_DEVICES];
 
 CUresult cuDevicePrimaryCtxRetain(void** context, int device) {
-  if (!gInitialized) return kNotInitialized;
+  if (!initialized()) return kNotInitialized;
   if (device < 0 || device >= deviceCount()) return kInvalidValue;
   *context = &gContexts[device];
   __atomic_store_n(&gPrimaryRetained[device], 1, __ATOMIC_RELEASE);
@@ -195,7 +204,7 @@ CUresult cuDevicePrimaryCtxRetain(void** context, int device) {
 
 /* Active once someone retained it, as the real driver's (which never releases here). */
 CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
-  if (!gInitialized) return kNotInitialized;
+  if (!initialized()) return kNotInitialized;
   if (device < 0 || device >= deviceCount()) return kInvalidValue;
   *flags = 0;
   *active = __atomic_load_n(&gPrimaryRetained[device], __ATOMIC_ACQUIRE);
@@ -266,7 +275,7 @@ void fakeCudaRunDeferredCopies(unsigned long long upTo) {
 
 CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
   struct Context* context = currentContext();
-  if (!gInitialized) return kNotInitialized;
+  if (!initialized()) return kNotInitialized;
   if (context == NULL) return kInvalidContext;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t mapped = (bytes + page - 1) / page * page;
@@ -313,7 +322,7 @@ CUresult cuMemFree_v2(CUdeviceptr pointer) {
 /* Attributes: 1 context, 2 memory type, 8 is managed (bool), 9 device ordinal. Unknown pointers
  * get zeros and success, as the real cuPointerGetAttributes does. */
 CUresult cuPointerGetAttributes(unsigned count, int* attributes, void** data, CUdeviceptr pointer) {
-  if (!gInitialized) return kNotInitialized;
+  if (!initialized()) return kNotInitialized;
   pthread_mutex_lock(&gLock);
   struct Allocation* a = findAllocation((const void*)(uintptr_t)pointer, 1);
   for (unsigned i = 0; i < count; ++i) {

@@ -201,14 +201,21 @@ class MemoryBudget {
       limit_ = std::strtoull(bytes, nullptr, 10);
     }
   }
-  bool fits(size_t bytes) {
+  // Checks and takes under one lock: two host threads (the blocking and the fused calls' groups)
+  // allocate at the same time.
+  bool reserve(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return bytes <= limit_ - std::min(limit_, held_);
+    if (bytes > limit_ - std::min(limit_, held_)) return false;
+    held_ += bytes;
+    return true;
+  }
+  void unreserve(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ -= bytes;
   }
   void taken(void* pointer, size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     sizes_[pointer] = bytes;
-    held_ += bytes;
   }
   void given(void* pointer) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -347,7 +354,9 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   const cudaError_t context = emulated::ensureContext();
   if (context != cudaSuccess) return context;
   unsigned long long made = 0;
-  if (!emulated::memoryBudget().fits(bytes) || cuMemAlloc_v2(&made, bytes) != 0) {
+  if (!emulated::memoryBudget().reserve(bytes)) return emulated::fail(cudaErrorMemoryAllocation);
+  if (cuMemAlloc_v2(&made, bytes) != 0) {
+    emulated::memoryBudget().unreserve(bytes);
     return emulated::fail(cudaErrorMemoryAllocation);
   }
   *pointer = reinterpret_cast<void*>(made);

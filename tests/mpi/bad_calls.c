@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort_after_output.h"
+
 static int rank, size;
 
 static int zeroNull(void) {
@@ -74,7 +76,7 @@ static void mismatchedCountsUnchecked(void) {
                                  MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) {
       printError(rc);
-      MPI_Abort(MPI_COMM_WORLD, 3);
+      abortAfterOutput(MPI_COMM_WORLD, 3);
     }
   }
   free(data);

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort_after_output.h"
+
 enum { kCount = 1 << 20 };
 
 static int report(int rank, const char* what, int rc) {
@@ -48,8 +50,7 @@ int main(int argc, char** argv) {
     report(rank, "MPI_Allreduce", rc);
     if (abortOnError) {
       printf("engine_error: rank %d calls MPI_Abort\n", rank);
-      fflush(stdout);
-      MPI_Abort(MPI_COMM_WORLD, 3);
+      abortAfterOutput(MPI_COMM_WORLD, 3);
     }
     rc = MPI_Allreduce(in, out, kCount, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rc == MPI_SUCCESS) {

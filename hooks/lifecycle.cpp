@@ -14,9 +14,11 @@
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "common/log.h"
 #include "topo/detect.h"
@@ -77,6 +79,16 @@ __attribute__((constructor)) void warnIfAnotherToolComesFirst() {
               "those calls bypass the shim and every allreduce runs natively. Put libgfshim.so "
               "first in LD_PRELOAD (LD_PRELOAD=%s:%s)",
               owner.c_str(), shadowed.c_str(), self.dli_fname, owner.c_str());
+}
+
+// GFSHIM_STRICT's abort. The launchers (Hydra, mpirun) end the job at the first MPI_Abort and may
+// drop what is still in the ranks' output pipes, which would lose the reason: the rank waits half
+// a second for them to forward it. No barrier: GFSHIM_STRICT is per rank, so not every rank need
+// be aborting.
+void abortWithTheReasonForwarded() {
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  PMPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 #if defined(OPEN_MPI)
@@ -170,7 +182,7 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   if (rt.settings.strict && (anyProblems || !rt.paramsAgree)) {
     GFSHIM_WARN(kConfig,
                 "GFSHIM_STRICT=1: aborting the job because of the parameter problems reported");
-    PMPI_Abort(MPI_COMM_WORLD, 1);
+    abortWithTheReasonForwarded();
   }
   if (!allSetUp && rt.worldRank == 0) {
     GFSHIM_WARN(kInit, "the shim could not be set up on every rank; every call passes through");

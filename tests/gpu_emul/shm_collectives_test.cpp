@@ -715,7 +715,7 @@ TEST(ShmCollectives, AbortWakesWaitingPeers) {
     CHILD_CHECK(group->allReduce(&value, &out, 1, ShmType::kFloat32, ShmOp::kSum) ==
                 ShmResult::kAborted);
     CHILD_CHECK(group->allGather(&value, &out, 0, ShmType::kFloat32) == ShmResult::kAborted);
-    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(100));
+    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(500));  // at once, not a wait
     return true;
   });
   munmap(flags, sizeof(SharedFlags));
@@ -825,7 +825,7 @@ TEST(ShmCollectives, TimesOutOnAPeerThatNeverCalls) {
                 ShmResult::kTimedOut);
     CHILD_CHECK(group->reduceScatter(&value, &out, 1, ShmType::kFloat64, ShmOp::kSum) ==
                 ShmResult::kTimedOut);
-    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(100));
+    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(500));  // at once, not a wait
     flags->done.fetch_add(1);
     return true;
   });

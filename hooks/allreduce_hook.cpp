@@ -230,10 +230,12 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   int rc = MPI_SUCCESS;
   if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
   Status status = rt.registry.ensureSetUp(a.comm, rt.settings, *state);
+  if (status.isOk() && rt.settings.progressInCalls) status = ensureFusionQueue(rt, *state);
   if (!status.isOk()) {
     state->failure = status.message();
     return reportError(a.comm, status);
   }
+  FusionQueue::progressAll();  // a peer's fused calls may wait for this rank (no progress hook)
   plan = chooseAlgorithm(plan, state->facts, rt.settings, *call.dtype, *call.op, call.bytes());
   logPlanOnce(*state, call, plan);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
@@ -296,12 +298,13 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   return MPI_SUCCESS;
 }
 
-// An MPI_Iallreduce while fusion is on: queued for the communicator's fusion thread, which
-// completes the generalized request returned to the application (engine/fusion_queue.h). Calls
-// the engine cannot reduce (user op, derived datatype; `reason` says which) are queued too, and
-// the thread hands them to PMPI_Allreduce in their place in the queue: so the application's
-// nonblocking collectives on the communicator keep their order, and no MPI nonblocking collective
-// runs beside the fusion thread (Open MPI 4.1's libnbc corrupted memory when it did).
+// An MPI_Iallreduce while fusion is on: queued for the communicator's fusion queue, which
+// completes the generalized request returned to the application (engine/fusion_queue.h). With an
+// Open MPI progress thread, calls the engine cannot reduce (user op, derived datatype; `reason`
+// says which) are queued too, and the thread hands them to PMPI_Allreduce in their place in the
+// queue: so no MPI nonblocking collective runs beside the fusion thread (Open MPI 4.1's libnbc
+// corrupted memory when it did). Elsewhere they go to the MPI's own MPI_Iallreduce, like calls
+// below GFSHIM_FUSION_MIN_BYTES (policy.h).
 __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
                                               Plan plan, std::optional<Reason> reason) {
   CommState* state = nullptr;
@@ -310,13 +313,11 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
   Status status = Status::ok();
   // No collective here (Iallreduces on different communicators may start in a different order
   // on every rank): the fusion communicator was made when this communicator was.
-  if (state->fusionComm == MPI_COMM_NULL)
+  // With progress in calls the queue was made with the fusion communicator (its setup is
+  // collective).
+  if (state->fusionComm == MPI_COMM_NULL || (rt.settings.progressInCalls && !state->fusion))
     return passthrough(rt, a, call, Reason::kFusionNotPrepared);
-  if (!state->fusion) {
-    const FusionSettings fusion{rt.settings, rt.timeline.get()};
-    status = FusionQueue::create(state->fusionComm, state->facts.rank, state->facts.size, fusion,
-                                 &rt.stats, &state->fusion);
-  }
+  status = ensureFusionQueue(rt, *state);
   if (!status.isOk()) {
     state->failure = status.message();
     return reportError(a.comm, status);
@@ -338,16 +339,30 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
   GFSHIM_TRACE(kPolicy, "iallreduce count=%lld -> fusion queue%s", static_cast<long long>(a.count),
                op.native ? " (reduced by PMPI_Allreduce)" : "");
   status = state->fusion->enqueue(op, a.request);
-  return status.isOk() ? MPI_SUCCESS : reportError(a.comm, status);
+  if (!status.isOk()) return reportError(a.comm, status);
+  // Progress in calls: the round starts now, so a call that finds nothing to fuse with waits for
+  // no cycle; calls posted while it runs form the next bucket.
+  if (rt.settings.progressInCalls) FusionQueue::progressAll();
+  return MPI_SUCCESS;
+}
+
+bool onDevice(const TypedArgs& a, const CallInfo& call) {
+  return CudaDriver::placementsOf(CudaDriver::inProcess(), call.inPlace ? a.recv : a.send, a.recv)
+      .anyDevice();
 }
 
 int routeAllreduce(Runtime& rt, const TypedArgs& a) {
   const CallInfo call = describeCall(a);
-  const Plan plan = planCall(call, rt.settings);
+  Plan plan = planCall(call, rt.settings);
+  if (plan.reason == Reason::kBelowFusionMin && onDevice(a, call)) {
+    // The MPI may not take device memory: the queue stages it.
+    plan.route = Route::kEngine;
+    plan.reason = Reason::kFused;
+  }
   if (plan.route == Route::kPassthrough) {
     const bool queueNative =
         call.nonblocking && rt.settings.fusionAvailable &&
-        a.variant == AllreduceVariant::kNonblocking &&
+        !rt.settings.nativeIallreduceBesideFusion && a.variant == AllreduceVariant::kNonblocking &&
         (plan.reason == Reason::kUserOp || plan.reason == Reason::kUnsupportedDatatype);
     if (!queueNative) return passthrough(rt, a, call, plan.reason);
     Plan queued = plan;

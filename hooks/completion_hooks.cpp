@@ -1,5 +1,12 @@
 // MPI_Wait* and MPI_Test* while fused Iallreduces are in flight.
 //
+// With progress in calls (GFSHIM_PROGRESS=calls) these hooks are where the application's thread
+// drives the fused calls: a Wait hook alternates FusionQueue::progressAll with the matching
+// MPI_Test function until it succeeds (no sleep: nobody else would do the work), a Test hook
+// progresses once before testing. Where the MPI has a progress hook the MPI's own Wait would
+// progress them as well; the loop here makes the hooks independent of it. Everything below is
+// about progress threads.
+//
 // The MPIs' Wait functions spin. A rank's fusion thread usually shares a core with the application
 // thread (Open MPI binds a rank to one core at np <= 2), so an application spinning in MPI_Wait
 // on a fused request starved the very thread that completes it: each bucket then waited for a
@@ -52,6 +59,15 @@ constexpr std::chrono::microseconds kRecheck{100};
 template <typename Test, typename Wait>
 int waitWhileFusing(Test test, Wait wait) {
   if (ReentryGuard::inside() || FusionCompletions::inFlight() == 0) return wait();
+  if (FusionQueue::anyInCalls()) {
+    for (;;) {
+      FusionQueue::progressAll();
+      if (FusionCompletions::inFlight() == 0) return wait();
+      bool done = false;
+      const int rc = test(&done);
+      if (rc != MPI_SUCCESS || done) return rc;
+    }
+  }
   const FusionCompletions::ApplicationWaiting waiting;
   for (;;) {
     const uint64_t seen = FusionCompletions::generation();
@@ -69,6 +85,10 @@ template <typename Test>
 int testWhileFusing(Test test) {
   bool done = false;
   if (ReentryGuard::inside() || FusionCompletions::inFlight() == 0) return test(&done);
+  if (FusionQueue::anyInCalls()) {
+    FusionQueue::progressAll();
+    return test(&done);
+  }
   FusionCompletions::applicationPolled();
   const int rc = test(&done);
   if (rc == MPI_SUCCESS && !done) sched_yield();

@@ -21,11 +21,11 @@
 #include <thread>
 
 #include "common/log.h"
-#include "topo/detect.h"
-#include "transport/stall_inspector.h"
 #include "hooks/hook_api.h"
 #include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
+#include "topo/detect.h"
+#include "transport/stall_inspector.h"
 #include "version.h"
 
 namespace gfshim::hooks {
@@ -69,7 +69,7 @@ __attribute__((constructor)) void warnIfAnotherToolComesFirst() {
     if (info.dli_sname == nullptr || std::strstr(info.dli_sname, name) == nullptr) continue;
     if (owner.empty()) {
       owner = info.dli_fname != nullptr && info.dli_fname[0] != '\0' ? info.dli_fname
-                                                                      : "the program itself";
+                                                                     : "the program itself";
     }
     shadowed += shadowed.empty() ? name : std::string(", ") + name;
   }
@@ -144,16 +144,32 @@ int64_t diagnosticsHash(const Config& config) {
 bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   const int64_t plan = rt.config.planHash();
   const int64_t problems = diagnosticsHash(rt.config);
-  int64_t local[7] = {plan,          -plan, problems, -problems, rt.settings.stats ? -1 : 0,
-                      setUp ? 0 : -1, rt.threadMultiple ? 0 : -1};
-  int64_t agreed[7] = {};
-  PMPI_Allreduce(local, agreed, 7, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  int64_t local[8] = {plan,
+                      -plan,
+                      problems,
+                      -problems,
+                      rt.settings.stats ? -1 : 0,
+                      setUp ? 0 : -1,
+                      rt.threadMultiple ? 0 : -1,
+                      rt.settings.progressInCalls ? 0 : -1};
+  int64_t agreed[8] = {};
+  PMPI_Allreduce(local, agreed, 8, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   rt.paramsAgree = agreed[0] == -agreed[1];
   const bool problemsAgree = agreed[2] == -agreed[3];
   const bool anyProblems = agreed[2] != 0 || agreed[3] != 0;
   rt.statsWanted = agreed[4] != 0;
   const bool allSetUp = agreed[5] == 0;
-  rt.settings.fusionAvailable = rt.settings.fusion && agreed[6] == 0;
+  // Progress in calls only where every rank resolved it (GFSHIM_PROGRESS=auto may resolve
+  // differently on a rank that asked for MPI_THREAD_MULTIPLE); otherwise threads, which need
+  // MPI_THREAD_MULTIPLE everywhere.
+  rt.settings.progressInCalls = rt.settings.fusion && agreed[7] == 0;
+  rt.settings.fusionAvailable =
+      rt.settings.fusion && (rt.settings.progressInCalls || agreed[6] == 0);
+#if defined(OPEN_MPI)
+  rt.settings.nativeIallreduceBesideFusion = rt.settings.progressInCalls;
+#else
+  rt.settings.nativeIallreduceBesideFusion = true;
+#endif
   if (rt.settings.fusion && !rt.settings.fusionAvailable && rt.worldRank == 0) {
     GFSHIM_INFO(kInit,
                 "MPI_Iallreduce passes through: the fusion thread needs MPI_THREAD_MULTIPLE, which "
@@ -190,18 +206,73 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   return allSetUp;
 }
 
+// Open MPI's progress hook (libopen-pal, loaded with libmpi): a function called inside every
+// progress call of the MPI, on whatever the application waits for. Internal API of Open MPI
+// (present in 4.x); looked up, never linked, so another MPI simply has none.
+using ProgressCallback = int (*)();
+using ProgressRegistration = int (*)(ProgressCallback);
+
+ProgressRegistration progressHook(const char* name) {
+  return reinterpret_cast<ProgressRegistration>(dlsym(RTLD_DEFAULT, name));
+}
+
+int progressFusedCalls() {
+  FusionQueue::progressAll();
+  return 0;
+}
+
 // Reads the parameters before PMPI_Init: whether the fusion threads will run decides the thread
-// level the shim asks the MPI for.
-void loadConfig() {
+// level the shim asks the MPI for. GFSHIM_PROGRESS=auto resolves to calls where the MPI has a
+// progress hook and the application does not ask for MPI_THREAD_MULTIPLE (a task resumed by
+// several threads would see each one's thread-locals), else to a thread; the ranks agree later.
+void loadConfig(int requiredLevel) {
   Runtime& rt = runtime();
   rt.config = Config::load(configInputsFromProcess());
   rt.settings = settingsFrom(rt.config);
   setLogFilter(rt.settings.log);
+  const bool hook = progressHook("opal_progress_register") != nullptr;
+  switch (rt.settings.progressChoice) {
+    case ProgressChoice::kCalls:
+      rt.settings.progressInCalls = true;
+      break;
+    case ProgressChoice::kThread:
+      rt.settings.progressInCalls = false;
+      break;
+    case ProgressChoice::kAuto:
+      rt.settings.progressInCalls = hook && requiredLevel != MPI_THREAD_MULTIPLE;
+      break;
+  }
+  rt.settings.progressInCalls = rt.settings.progressInCalls && rt.settings.fusion;
+}
+
+// Calls mode: the MPI's progress loop drives the fused calls. Without a hook (MPICH) only the
+// shim's own hooks do (Wait*, Test*, the allreduces), which the README warns about.
+void registerProgressHook(Runtime& rt) {
+  if (!rt.settings.progressInCalls) return;
+  const ProgressRegistration hook = progressHook("opal_progress_register");
+  if (hook != nullptr && hook(progressFusedCalls) == 0) {
+    rt.progressHookRegistered = true;
+    return;
+  }
+  if (rt.worldRank == 0) {
+    GFSHIM_WARN(kInit,
+                "GFSHIM_PROGRESS=calls: this MPI has no progress hook, so fused MPI_Iallreduce "
+                "calls progress only inside MPI_Wait*/MPI_Test* and the allreduce calls; a rank "
+                "blocked in another MPI call (MPI_Barrier, MPI_Recv) while a peer waits for a "
+                "fused call hangs. GFSHIM_PROGRESS=thread (auto's choice here) has no such limit");
+  }
+}
+
+void unregisterProgressHook(Runtime& rt) {
+  if (!rt.progressHookRegistered) return;
+  const ProgressRegistration unhook = progressHook("opal_progress_unregister");
+  if (unhook != nullptr) unhook(progressFusedCalls);
+  rt.progressHookRegistered = false;
 }
 
 bool wantsProgressThreads() {
   const Settings& settings = runtime().settings;
-  return settings.enable && settings.fusion;
+  return settings.enable && settings.fusion && !settings.progressInCalls;
 }
 
 void startRuntime() {
@@ -220,10 +291,14 @@ void startRuntime() {
   }
   if (!agreeAcrossRanks(rt, started.isOk())) return;
   StallInspector::configure(rt.settings.stallWarnSec, rt.threadMultiple);
-  if (!rt.settings.timeline.empty()) rt.timeline = Timeline::open(rt.settings.timeline, rt.worldRank);
+  if (!rt.settings.timeline.empty())
+    rt.timeline = Timeline::open(rt.settings.timeline, rt.worldRank);
   const Status node = learnWorldNode();
   if (!node.isOk()) GFSHIM_WARN(kInit, "cannot learn this rank's node: %s", node.message().c_str());
-  if (rt.settings.fusionAvailable) prepareFusionOn(rt, MPI_COMM_WORLD);
+  if (rt.settings.fusionAvailable) {
+    registerProgressHook(rt);
+    prepareFusionOn(rt, MPI_COMM_WORLD);
+  }
   if (rt.worldRank == 0) {
     GFSHIM_INFO(kInit, "libgfshim %s active on %d ranks (built for %s); %s", kGfshimVersion,
                 rt.worldSize, kBuiltFor, rt.config.planSummary().c_str());
@@ -270,12 +345,13 @@ bool detail::checkFlavourOnce() noexcept {
   return foreign;
 }
 
-// With fusion on, both init hooks ask PMPI for MPI_THREAD_MULTIPLE and remember the level the
-// application would have got (MPI_Init: MPI_THREAD_SINGLE, as both MPIs give; MPI_Init_thread:
-// what it required, capped by what the MPI provides), which the MPI_Query_thread hook reports.
+// With fusion progressed by threads, both init hooks ask PMPI for MPI_THREAD_MULTIPLE and remember
+// the level the application would have got (MPI_Init: MPI_THREAD_SINGLE, as both MPIs give;
+// MPI_Init_thread: what it required, capped by what the MPI provides), which the MPI_Query_thread
+// hook reports.
 int initHook(int* argc, char*** argv) noexcept {
   if (foreignMpi()) return nextInit(argc, argv);
-  loadConfig();
+  loadConfig(MPI_THREAD_SINGLE);
   if (!wantsProgressThreads()) return afterInit(nextInit(argc, argv));
   int provided = MPI_THREAD_SINGLE;
   const int rc = nextInit_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
@@ -286,7 +362,7 @@ int initHook(int* argc, char*** argv) noexcept {
 
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept {
   if (foreignMpi()) return nextInit_thread(argc, argv, required, provided);
-  loadConfig();
+  loadConfig(required);
   if (!wantsProgressThreads() || required == MPI_THREAD_MULTIPLE) {
     const int rc = nextInit_thread(argc, argv, required, provided);
     runtime().threadMultiple = *provided == MPI_THREAD_MULTIPLE;
@@ -313,6 +389,7 @@ int finalizeHook() noexcept {
     ReentryGuard guard;
     try {
       FusionQueue::stopAll();  // queued Iallreduces complete first, and count in the report
+      unregisterProgressHook(rt);
       StallInspector::stop();
       if (rt.statsWanted) reportStats(rt);
       rt.registry.stop();

@@ -26,13 +26,19 @@ struct Runtime {
   // MPI_Query_thread reports; -1 when the shim did not change what it asked PMPI for.
   int applicationThreadLevel = -1;
   bool threadMultiple = false;  // PMPI provided MPI_THREAD_MULTIPLE (for the fusion threads)
+  bool progressHookRegistered = false;  // the MPI's progress loop calls FusionQueue::progressAll
   int worldRank = -1;
   int worldSize = 0;
   std::atomic<bool> active{false};  // MPI_Init went through the hook and the shim is set up
 };
 
-// Collective over `comm`: makes its fusion communicator where the engine may run on it.
+// Collective over `comm`: makes its fusion communicator where the engine may run on it, and with
+// progress in calls also its fusion queue.
 void prepareFusionOn(Runtime& rt, MPI_Comm comm);
+// Makes the communicator's fusion queue unless it exists (or there is no fusion communicator).
+// Local with a progress thread; collective with progress in calls (the queue sets up at once), so
+// then called only where every rank makes or sets up the communicator.
+Status ensureFusionQueue(Runtime& rt, CommState& state);
 
 namespace detail {
 extern Runtime* const gRuntime;

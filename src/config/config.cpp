@@ -484,6 +484,8 @@ Settings settingsFrom(const Config& config) {
   settings.fusion = config.flag(Param::FUSION);
   settings.fusionBytes = config.bytes(Param::FUSION_BYTES);
   settings.cycleMs = config.value(Param::CYCLE_MS).decimal;
+  settings.progressChoice = static_cast<ProgressChoice>(config.choice(Param::PROGRESS));
+  settings.fusionMinBytes = config.bytes(Param::FUSION_MIN_BYTES);
   settings.compress = static_cast<WireCodec>(config.choice(Param::COMPRESS));
   settings.compressMinBytes = config.bytes(Param::COMPRESS_MIN_BYTES);
   settings.prescale = config.flag(Param::PRESCALE);

@@ -95,7 +95,8 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
 
 // The typed view the rest of the shim uses.
 enum class AlgoChoice { kAuto, kRing, kNative, kTorus2d };  // order of GFSHIM_ALGO's ACCEPTED list
-enum class WireCodec { kNone, kFp16, kBf16 };  // order of GFSHIM_COMPRESS's ACCEPTED list
+enum class WireCodec { kNone, kFp16, kBf16 };          // order of GFSHIM_COMPRESS's ACCEPTED list
+enum class ProgressChoice { kAuto, kCalls, kThread };  // order of GFSHIM_PROGRESS's ACCEPTED list
 
 struct Settings {
   bool enable = true;
@@ -104,9 +105,11 @@ struct Settings {
   uint64_t segmentBytes = 0;
   int torusX = 0;  // GFSHIM_TORUS_DIMS; 0 x 0 when unset
   int torusY = 0;
-  bool fusion = true;        // GFSHIM_FUSION
-  uint64_t fusionBytes = 0;  // GFSHIM_FUSION_BYTES
-  double cycleMs = 0;        // GFSHIM_CYCLE_MS
+  bool fusion = true;                                     // GFSHIM_FUSION
+  uint64_t fusionBytes = 0;                               // GFSHIM_FUSION_BYTES
+  double cycleMs = 0;                                     // GFSHIM_CYCLE_MS
+  ProgressChoice progressChoice = ProgressChoice::kAuto;  // GFSHIM_PROGRESS
+  uint64_t fusionMinBytes = 0;                            // GFSHIM_FUSION_MIN_BYTES
   // Lossy modes (opt-in): the wire codec, and coarse-grained sparse communication (CSC).
   WireCodec compress = WireCodec::kNone;  // GFSHIM_COMPRESS
   uint64_t compressMinBytes = 0;          // GFSHIM_COMPRESS_MIN_BYTES
@@ -123,9 +126,14 @@ struct Settings {
   double ncclTimeoutSec = 0;     // GFSHIM_NCCL_TIMEOUT_SEC; 0: no limit
   bool gpuStaging = true;        // GFSHIM_GPU_STAGING
   uint64_t gpuStagingBytes = 0;  // GFSHIM_GPU_STAGING_BYTES
-  // Not a parameter: set by the init hook when every rank got MPI_THREAD_MULTIPLE for the
-  // fusion progress threads.
+  // Not parameters: set by the init hook. fusionAvailable: fused MPI_Iallreduce can run on every
+  // rank (the progress mode below is agreed, and a thread got MPI_THREAD_MULTIPLE).
+  // progressInCalls: the agreed mode is calls (engine/fusion_queue.h), not a thread.
+  // nativeIallreduceBesideFusion: the MPI's own nonblocking collectives may run beside the fused
+  // path's progress (calls, or an MPI whose are thread-safe: not Open MPI 4.1's libnbc).
   bool fusionAvailable = false;
+  bool progressInCalls = false;
+  bool nativeIallreduceBesideFusion = false;
   std::string topoFile;    // GFSHIM_TOPO_FILE: replaces detection; empty: detect
   std::string topoDump;    // GFSHIM_TOPO_DUMP: where rank 0 writes what was detected
   std::string timeline;    // GFSHIM_TIMELINE: trace path prefix; empty: none

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transport/pmpi_transport.h"
+#include "transport/pmpi_wait.h"
 
 namespace gfshim {
 
@@ -12,11 +13,10 @@ Status agreeLeastAndMost(MPI_Comm comm, WaitState& wait, const OperationLabel& l
   for (size_t i = 0; i < n; ++i) values.push_back(-values[i]);  // MIN of -v is -MAX of v
   wait.operationStarted(label);
   wait.waitBegins(-1);
-  const int rc = PMPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
-                                MPI_INT64_T, MPI_MIN, comm);
+  const int rc = agreeMinimum(comm, values.data(), static_cast<int>(values.size()));
   wait.waitEnds();
   if (rc != MPI_SUCCESS) {
-    return mpiErrorStatus(("PMPI_Allreduce (" + std::string(label.what) + ")").c_str(), rc);
+    return mpiErrorStatus(("agreement (" + std::string(label.what) + ")").c_str(), rc);
   }
   for (size_t i = 0; i < n; ++i) values[n + i] = -values[n + i];
   return Status::ok();

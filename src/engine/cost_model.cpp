@@ -30,6 +30,11 @@ AlgorithmCost ringCost(const ClusterShape& shape, double bytes) {
   return cost;
 }
 
+uint64_t fusionAloneBytes(const ClusterShape& shape) {
+  const double saved = ringCost(shape, 0).seconds + kBucketOverheadSeconds;
+  return static_cast<uint64_t>(saved * kCopyBytesPerSecond / 2);
+}
+
 AlgorithmCost torusCost(const ClusterShape& shape, double bytes) {
   const double x = static_cast<double>(shape.ranksPerNode);
   const double y = static_cast<double>(shape.nodes);

@@ -4,7 +4,8 @@
 
 namespace gfshim {
 
-std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes) {
+std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes,
+                                      uint64_t aloneBytes) {
   // Groups in order of first appearance; each holds the index of its open (last) bucket.
   std::vector<std::pair<std::pair<DType, RedOp>, std::vector<size_t>>> groups;
   for (size_t i = 0; i < taken.size(); ++i) {
@@ -19,6 +20,16 @@ std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint6
     FusionBucket open;
     for (size_t index : members) {
       const uint64_t bytes = taken[index].bytes();
+      if (bytes >= aloneBytes) {  // in place, without the copies in and out of a bucket
+        FusionBucket alone;
+        alone.dtype = key.first;
+        alone.op = key.second;
+        alone.ops.push_back(index);
+        alone.bytes = bytes;
+        alone.count = taken[index].count;
+        buckets.push_back(std::move(alone));
+        continue;
+      }
       if (!open.ops.empty() && open.bytes + bytes > fusionBytes) {
         buckets.push_back(std::move(open));
         open = FusionBucket();

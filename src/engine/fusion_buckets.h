@@ -9,8 +9,10 @@
 // Buckets: operations are grouped by (datatype, op) in order of first appearance, keeping queue
 // order inside a group, and a group is cut whenever the next operation would take the bucket past
 // `fusionBytes`. An operation larger than `fusionBytes` gets a bucket of its own (it is never
-// split). A bucket of one operation is reduced straight from the user's buffers; larger buckets
-// are packed into one contiguous buffer, reduced, and unpacked.
+// split), and so does one of at least `aloneBytes` (fusion only where it pays: copying it into a
+// bucket and back would cost more than the one algorithm call it saves; policy.h
+// fusionAloneBytes). A bucket of one operation is reduced straight from the user's buffers;
+// larger buckets are packed into one contiguous buffer, reduced, and unpacked.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +39,8 @@ struct FusionBucket {
   int64_t count = 0;        // sum of the operations' counts
 };
 
-std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes);
+std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes,
+                                      uint64_t aloneBytes = UINT64_MAX);
 
 // The agreement rule of a round, from the agreed minimum and maximum of the ranks' queue lengths:
 // every rank takes `take` = min operations from the head of its queue; `pause` when that leaves

@@ -13,6 +13,7 @@
 #include "engine/execute.h"
 #include "engine/fusion_buckets.h"
 #include "engine/gpu_plugin.h"
+#include "transport/pmpi_wait.h"
 
 namespace gfshim {
 
@@ -33,11 +34,16 @@ struct CompletionSignal {
   std::condition_variable changed;
 };
 
-// Every queue alive, for FusionQueue::stopAll.
+// Every queue alive, for FusionQueue::stopAll and progressAll.
 struct LiveQueues {
   std::mutex mutex;
   std::vector<FusionQueue*> queues;
+  std::atomic<int> inCalls{0};  // queues progressed in calls
+  std::atomic<int> active{0};   // of those, the ones whose round loop has work (see progress())
 };
+
+// This thread is inside progressAll (which the MPI's progress hook may call again from within).
+thread_local bool tProgressing = false;
 
 LiveQueues& liveQueues() {
   static LiveQueues* const live = new LiveQueues();
@@ -149,14 +155,66 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
   created->settings_ = settings;
   created->settings_.settings.minBytes = 0;  // a bucket is reduced whatever its size
   created->stats_ = stats;
-  created->thread_ = std::thread([raw = created.get()] { raw->run(); });
+  FusionQueue* const raw = created.get();
+  if (settings.settings.progressInCalls) {
+    {
+      const TimelinePhase phase(settings.timeline, "setup");
+      created->setUpStatus_ = created->setUp();
+    }
+    if (!created->setUpStatus_.isOk()) {
+      GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
+                  created->setUpStatus_.message().c_str());
+    }
+    if (settings.timeline) created->tracer_.emplace(*settings.timeline);
+    static std::atomic<long> lanes{TimelineLane::kFirstTaskLane};
+    created->timelineLane_ = lanes.fetch_add(1, std::memory_order_relaxed);
+    created->task_ = std::make_unique<Task>([raw] { raw->rounds_.run(*raw, raw->setUpStatus_); });
+  } else {
+    created->thread_ = std::thread([raw] { raw->run(); });
+  }
   {
     LiveQueues& live = liveQueues();
     std::lock_guard<std::mutex> lock(live.mutex);
-    live.queues.push_back(created.get());
+    live.queues.push_back(raw);
+    if (raw->task_) live.inCalls.fetch_add(1, std::memory_order_acq_rel);
   }
   *queue = std::move(created);
   return Status::ok();
+}
+
+bool FusionQueue::anyInCalls() { return liveQueues().inCalls.load(std::memory_order_acquire) > 0; }
+
+void FusionQueue::progress() {
+  if (rounds_.idle()) return;
+  std::unique_lock<std::mutex> lock(taskMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is in the task
+  resumeTask();
+  // Counted as active while the loop has work (progressAll's fast path). Checked again after the
+  // flag is cleared: an operation queued in between must not be missed.
+  LiveQueues& live = liveQueues();
+  if (rounds_.idle() && active_.exchange(false, std::memory_order_acq_rel)) {
+    live.active.fetch_sub(1, std::memory_order_acq_rel);
+    if (!rounds_.idle() && !active_.exchange(true, std::memory_order_acq_rel)) {
+      live.active.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+}
+
+void FusionQueue::progressAll() {
+  LiveQueues& live = liveQueues();
+  if (live.active.load(std::memory_order_acquire) == 0) return;
+  if (tProgressing || Task::inTask()) return;
+  std::unique_lock<std::mutex> lock(live.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // a queue is being made or freed: the next call progresses
+  tProgressing = true;
+  try {
+    for (FusionQueue* queue : live.queues) {
+      if (queue->task_) queue->progress();
+    }
+  } catch (...) {
+    GFSHIM_WARN(kEngine, "fused allreduce progress failed: unexpected exception");
+  }
+  tProgressing = false;
 }
 
 Status FusionQueue::setUp() {
@@ -170,11 +228,51 @@ Status FusionQueue::setUp() {
 void FusionQueue::stop() {
   rounds_.requestStop();
   if (thread_.joinable()) thread_.join();
+  if (!task_) return;
+  markActive();
+  // The round loop returns once every rank's queue is empty; until then this rank serves rounds,
+  // and the other queues' too (a peer may be finishing another communicator's calls first).
+  while (!task_->finished()) {
+    {
+      std::lock_guard<std::mutex> lock(taskMutex_);
+      resumeTask();
+    }
+    progressAll();
+  }
+}
+
+void FusionQueue::resumeTask() {
+  const TimelineLane lane(timelineLane_);
+  PhaseTracer* const outer = threadPhaseTracer();
+  if (tracer_) setThreadPhaseTracer(&*tracer_);  // the algorithms' phases, for the timeline
+  task_->resume();
+  setThreadPhaseTracer(outer);
+}
+
+void FusionQueue::markActive() {
+  if (task_ && !active_.exchange(true, std::memory_order_acq_rel)) {
+    liveQueues().active.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 void FusionQueue::stopAll() {
   LiveQueues& live = liveQueues();
   std::lock_guard<std::mutex> lock(live.mutex);
+  // Progressed in calls, every queue finishes at once: the ranks may finish their communicators
+  // in any order, so this rank serves all of them until every loop has returned.
+  for (FusionQueue* queue : live.queues) {
+    queue->rounds_.requestStop();
+    queue->markActive();
+  }
+  for (bool running = true; running;) {
+    running = false;
+    for (FusionQueue* queue : live.queues) {
+      if (!queue->task_ || queue->task_->finished()) continue;
+      std::lock_guard<std::mutex> taskLock(queue->taskMutex_);
+      queue->resumeTask();
+      running = running || !queue->task_->finished();
+    }
+  }
   for (FusionQueue* queue : live.queues) queue->stop();
 }
 
@@ -183,8 +281,12 @@ FusionQueue::~FusionQueue() {
     LiveQueues& live = liveQueues();
     std::lock_guard<std::mutex> lock(live.mutex);
     live.queues.erase(std::remove(live.queues.begin(), live.queues.end(), this), live.queues.end());
+    if (task_) live.inCalls.fetch_sub(1, std::memory_order_acq_rel);
   }
   stop();
+  if (active_.exchange(false, std::memory_order_acq_rel)) {
+    liveQueues().active.fetch_sub(1, std::memory_order_acq_rel);
+  }
 }
 
 Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
@@ -207,6 +309,7 @@ Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
     ++enqueuedCount_;
   }
   rounds_.push(op);
+  markActive();
   return Status::ok();
 }
 
@@ -214,11 +317,18 @@ void FusionQueue::waitForEnqueued() {
   const FusionCompletions::ApplicationWaiting waiting;  // a burst being gathered starts now
   std::unique_lock<std::mutex> lock(countsMutex_);
   const uint64_t target = enqueuedCount_;
+  while (task_ && completedCount_ < target) {
+    lock.unlock();
+    progressAll();  // this queue's peers may wait for another queue of this rank
+    progress();
+    lock.lock();
+  }
   completedMore_.wait(lock, [&] { return completedCount_ >= target; });
 }
 
 void FusionQueue::gatherBurst() {
-  if (settings_.settings.cycleMs <= 0) return;
+  // In calls, a round starts at once: the application's thread is not held to gather a burst.
+  if (task_ || settings_.settings.cycleMs <= 0) return;
   FusionCompletions::gatherBurst(
       std::chrono::microseconds(static_cast<int64_t>(settings_.settings.cycleMs * 1000)));
 }
@@ -273,9 +383,9 @@ Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket
     return run[index].at.ncclPlaceable() && run[index].at.recv.device == device;
   });
   ready = ready && ncclUsableOn(settings_.settings, gpu_, device, bucket.dtype, bucket.op, nullptr);
-  int mine = ready ? 1 : 0, everywhere = 0;
-  const int rc = PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm_);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce (fused GPU route agreement)", rc);
+  int64_t everywhere = ready ? 1 : 0;
+  const int rc = agreeMinimum(comm_, &everywhere, 1);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("agreement (fused GPU route)", rc);
   if (everywhere == 0) return Status::ok();
   const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
   bool groupReady = false;
@@ -371,7 +481,10 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
   const void* send = single ? first.send : packed;
   void* recv = single ? first.recv : packed;
   const auto start = std::chrono::steady_clock::now();
-  const bool native = plan.route == Route::kPassthrough && call.count <= INT32_MAX;
+  // Inside a task no blocking MPI collective runs (it would hold the application's thread until
+  // every peer joins): there the engine's ring reduces what the cost model gives the MPI.
+  const bool native =
+      plan.route == Route::kPassthrough && call.count <= INT32_MAX && !Task::inTask();
   std::optional<TimelinePhase> reducePhase;
   std::string phase = native                        ? "reduce native"
                       : plan.algo == Algo::kTorus2d ? "reduce torus2d"
@@ -386,7 +499,7 @@ Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucke
                        first.mpiDatatype, first.mpiOp, comm_);
     if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
   } else {
-    if (plan.route == Route::kPassthrough) {  // too large for PMPI_Allreduce's int count
+    if (plan.route == Route::kPassthrough) {  // inside a task, or too large for an int count
       plan.route = Route::kEngine;
       plan.algo = Algo::kRing;
       plan.segmentBytes = settings_.settings.segmentBytes;
@@ -459,7 +572,8 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
     for (; end < taken.size() && !taken[end].native; ++end) {
       shapes.push_back({taken[end].count, taken[end].dtype, taken[end].op});
     }
-    for (const FusionBucket& bucket : packBuckets(shapes, settings_.settings.fusionBytes)) {
+    for (const FusionBucket& bucket :
+         packBuckets(shapes, settings_.settings.fusionBytes, fusionAloneBytesOn(facts_))) {
       const Status status = reduceBucket(&taken[start], bucket);
       if (!status.isOk()) {
         GFSHIM_WARN(kEngine, "fused allreduce failed, later ones on this communicator fail: %s",

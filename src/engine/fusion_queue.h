@@ -1,8 +1,9 @@
-// Lazy allreduce: fusion of MPI_Iallreduce, driven by one progress thread per communicator.
+// Lazy allreduce: fusion of MPI_Iallreduce, driven by the application's own MPI calls
+// (GFSHIM_PROGRESS=calls) or by one progress thread per communicator (thread).
 //
 // The hook turns an MPI_Iallreduce into a PendingOp with a generalized request
 // (MPI_Grequest_start) that the application completes with its ordinary MPI_Wait*/MPI_Test*, and
-// returns at once. The communicator's progress thread runs negotiation rounds on the fusion
+// returns at once. The communicator's round loop runs negotiation rounds on the fusion
 // communicator (CommState::fusionComm, made where every rank makes a communicator anyway: see
 // hooks/comm_hook.cpp; not the blocking path's, so the two never match each other's messages):
 //
@@ -26,8 +27,21 @@
 // communicator's peers, and every communicator has its own thread, so Iallreduces on several
 // communicators started in different orders on different ranks cannot deadlock.
 //
-// Progress mechanism, a measured choice (Open MPI 4.1.4, np 2, this 2-core VM; bench/RESULTS.md,
-// "Lazy allreduce"):
+// Progress in calls (GFSHIM_PROGRESS=calls; the default where the MPI has a progress hook):
+// the round loop is a task (common/task.h) with no thread of its own. FusionQueue::progressAll
+// resumes every queue's task that has work; it runs from the MPI's own progress loop (Open MPI's
+// opal_progress_register: inside every MPI call that waits, on any communicator, so a rank
+// blocked in MPI_Barrier still serves its peers' rounds) and from the Iallreduce hook (a round
+// starts at once: no cycle is waited for). Inside the task nothing blocks: transfers and
+// agreements test and yield (transport/pmpi_wait.h), so progress calls nest safely and one
+// thread drives any number of queues. The queue is set up (topology, transport) where its
+// communicator is made, a collective point; the Iallreduce hook stays local. The application's
+// thread level is untouched (no MPI_THREAD_MULTIPLE), and no MPI nonblocking collective runs
+// beside a thread, so calls below GFSHIM_FUSION_MIN_BYTES and calls the engine cannot reduce go
+// to the MPI's own MPI_Iallreduce instead of the queue.
+//
+// Progress by a thread (GFSHIM_PROGRESS=thread), a measured choice before progress in calls
+// existed (Open MPI 4.1.4, np 2, this 2-core VM; bench/RESULTS.md, "Lazy allreduce"):
 //   - A progress thread, with MPI_THREAD_MULTIPLE (the init hooks ask for it; MPI_Query_thread
 //     still reports the level the application asked for). It runs while the application
 //     computes, which is what overlap needs. Callbacks from the MPI's progress loop (MPICH's
@@ -56,6 +70,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,6 +83,7 @@
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
+#include "common/task.h"
 #include "config/config.h"
 #include "cuda/cuda_driver.h"
 #include "engine/fusion_rounds.h"
@@ -152,8 +168,18 @@ class FusionQueue {
   // rank: starts the progress thread on `comm` (CommState::fusionComm, made collectively before;
   // the caller frees it after the queue), which detects the topology on it before its first
   // round. `rank` and `size` are the communicator's.
+  //
+  // With settings.settings.progressInCalls: collective over `comm` instead (call it where every
+  // rank makes a communicator): sets the queue up at once and starts no thread; the round loop
+  // runs as a task that progressAll() resumes.
   static Status create(MPI_Comm comm, int rank, int size, const FusionSettings& settings,
                        Stats* stats, std::unique_ptr<FusionQueue>* queue);
+  // Resumes the round loop of every queue progressed in calls that has work, once; returns at
+  // once when called inside a task or while this thread already runs progressAll. Cheap when no
+  // queue has work (one atomic load). Any thread; the MPI's progress hook calls it.
+  static void progressAll();
+  // Whether some queue is progressed in calls (then the Wait hooks need not sleep).
+  static bool anyInCalls();
   // Finishes every queued operation (rounds continue until all ranks' queues are empty), then
   // stops the thread.
   ~FusionQueue();
@@ -178,6 +204,12 @@ class FusionQueue {
   void run();
   void stop();
   Status setUp();
+  // Calls mode: resumes the round loop's task once unless another thread is in it or it is idle.
+  void progress();
+  // Calls mode: counts this queue as having work, for progressAll's fast path.
+  void markActive();
+  // Calls mode, holding taskMutex_: resumes task_ once, with this queue's phase tracer.
+  void resumeTask();
 
   // The round loop's driver (engine/fusion_rounds.h).
   void gatherBurst();
@@ -218,7 +250,13 @@ class FusionQueue {
   std::condition_variable completedMore_;
   uint64_t enqueuedCount_ = 0;
   uint64_t completedCount_ = 0;
-  std::thread thread_;
+  std::thread thread_;                         // thread mode
+  std::unique_ptr<Task> task_;                 // calls mode: the round loop
+  std::mutex taskMutex_;                       // held while a thread resumes task_
+  std::optional<TimelinePhaseTracer> tracer_;  // calls mode with GFSHIM_TIMELINE
+  long timelineLane_ = 0;                      // calls mode: this queue's timeline tid
+  Status setUpStatus_;
+  std::atomic<bool> active_{false};  // counted in progressAll's active queues
 };
 
 }  // namespace gfshim

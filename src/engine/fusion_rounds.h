@@ -14,7 +14,11 @@
 // no longer agree, so the loop stops calling the driver's collectives and fails every operation
 // queued later at once (complete with the failure).
 //
-// Driver (duck-typed; all calls come from the thread inside run()):
+// The loop runs on a progress thread (it sleeps on a condition variable while paused) or inside a
+// task (common/task.h, GFSHIM_PROGRESS=calls): there it yields instead of sleeping, and idle()
+// tells the code that resumes it whether there is anything to do.
+//
+// Driver (duck-typed; all calls come from inside run()):
 //   void   gatherBurst();                       // after a pause: let the burst arrive
 //   Status agree(int64_t queued, int64_t* least, int64_t* most);
 //   void   took(std::vector<Op>& taken);        // taken from the queue (timeline)
@@ -22,6 +26,7 @@
 //   void   complete(std::vector<Op>& taken, const Status& status);
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/task.h"
 #include "engine/fusion_buckets.h"
 
 namespace gfshim {
@@ -44,6 +50,7 @@ class FusionRounds {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(std::move(op));
+      idle_.store(false, std::memory_order_release);
     }
     wake_.notify_one();
   }
@@ -53,9 +60,14 @@ class FusionRounds {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
+      idle_.store(false, std::memory_order_release);
     }
     wake_.notify_one();
   }
+
+  // Paused with nothing queued and no stop requested: resuming the loop's task would only yield
+  // again. Any thread.
+  bool idle() const { return idle_.load(std::memory_order_acquire); }
 
   // `failure`: not ok when the driver could not be set up; every operation then fails at once.
   template <typename Driver>
@@ -66,7 +78,16 @@ class FusionRounds {
       {
         std::unique_lock<std::mutex> lock(mutex_);
         if (paused) {
-          wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+          if (Task::inTask()) {
+            while (!stopping_ && queue_.empty()) {
+              idle_.store(true, std::memory_order_release);
+              lock.unlock();
+              Task::yield();
+              lock.lock();
+            }
+          } else {
+            wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+          }
           if (queue_.empty()) return;  // stopping, and every rank's queue was empty
         }
       }
@@ -101,7 +122,7 @@ class FusionRounds {
       paused = round.pause;  // operations queued since the round wake the loop again
       if (round.backOff) {
         // A peer has not queued the operations this rank holds yet: do not spin on rounds.
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        if (!Task::yield()) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
   }
@@ -111,6 +132,7 @@ class FusionRounds {
   std::condition_variable wake_;
   std::deque<Op> queue_;
   bool stopping_ = false;
+  std::atomic<bool> idle_{false};
 };
 
 }  // namespace gfshim

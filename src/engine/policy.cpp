@@ -78,6 +78,8 @@ const char* reasonText(Reason reason) {
       return "send and receive buffers overlap without MPI_IN_PLACE (erroneous)";
     case Reason::kBelowMinBytes:
       return "below GFSHIM_MIN_BYTES";
+    case Reason::kBelowFusionMin:
+      return "MPI_Iallreduce below GFSHIM_FUSION_MIN_BYTES (the MPI's own)";
     case Reason::kAlgoNative:
       return "GFSHIM_ALGO=native";
     case Reason::kAutoNative:
@@ -115,6 +117,14 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!call.nonblocking && call.bytes() < settings.minBytes &&
       !(settings.reproducible && reproducibleModeCovers(*call.dtype))) {
     return passthrough(Reason::kBelowMinBytes);
+  }
+  // A small nonblocking call costs less as the MPI's own than fused (one negotiation and one
+  // generalized request), wherever the MPI's nonblocking collectives may run beside the shim's
+  // progress. Same reproducible exception as above.
+  if (call.nonblocking && settings.nativeIallreduceBesideFusion &&
+      call.bytes() < settings.fusionMinBytes &&
+      !(settings.reproducible && reproducibleModeCovers(*call.dtype))) {
+    return passthrough(Reason::kBelowFusionMin);
   }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
   if (buffersOverlap(call)) return passthrough(Reason::kOverlappingBuffers);
@@ -160,6 +170,12 @@ ClusterShape shapeOf(const CommFacts& comm) {
   shape.interNode = comm.interLink;
   return shape;
 }
+
+}  // namespace
+
+uint64_t fusionAloneBytesOn(const CommFacts& comm) { return fusionAloneBytes(shapeOf(comm)); }
+
+namespace {
 
 Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
                   uint64_t bytes, bool nativeAllowed) {

@@ -51,6 +51,7 @@ enum class Reason : uint8_t {
   kNullBuffer,
   kOverlappingBuffers,
   kBelowMinBytes,
+  kBelowFusionMin,
   kAlgoNative,
   kAutoNative,
   kInterComm,
@@ -117,6 +118,10 @@ struct Plan {
   CostEstimate estimate;  // filled by chooseAlgorithm under GFSHIM_ALGO=auto
   LossyModes lossy;       // set by chooseAlgorithm for engine plans
 };
+
+// Lazy fusion: operations of at least this many bytes are reduced alone, in place (the cost
+// model's fusionAloneBytes on the communicator's agreed facts, so every rank cuts alike).
+uint64_t fusionAloneBytesOn(const CommFacts& comm);
 
 // Call-level decision, made before any communicator state is looked up (the cheap common case
 // of small calls ends here). A kEngine result is provisional until planOnComm.

@@ -16,9 +16,15 @@ int64_t nowMicros() {
       .count();
 }
 
-long threadId() { return static_cast<long>(syscall(SYS_gettid)); }
+thread_local long tLane = 0;  // 0: the thread's own id
+
+long threadId() { return tLane != 0 ? tLane : static_cast<long>(syscall(SYS_gettid)); }
 
 }  // namespace
+
+TimelineLane::TimelineLane(long lane) : outer_(tLane) { tLane = lane; }
+
+TimelineLane::~TimelineLane() { tLane = outer_; }
 
 std::unique_ptr<Timeline> Timeline::open(const std::string& path, int rank) {
   const std::string name = path + "." + std::to_string(rank) + ".json";

@@ -6,7 +6,9 @@
 // setup, negotiate, pack, reduce (named after the algorithm: ring, torus2d, native, with the lossy
 // mode if any), unpack and complete as nested begin/end events ("B"/"E"); inside reduce, the
 // algorithm's own phases (ring reduce-scatter / allgather; torus row reduce-scatter, column
-// allreduce, row allgather).
+// allreduce, row allgather). With progress in calls the queues' round loops are tasks that
+// interleave on the application's thread, so each queue's phases carry a lane of their own as
+// their tid (TimelineLane, numbered from kFirstTaskLane) and nest within it.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,19 @@ class Timeline {
   FILE* file_;
   int rank_;
   bool first_ = true;
+};
+
+// While one lives, the calling thread's events carry `lane` as their tid instead of the thread's.
+class TimelineLane {
+ public:
+  static constexpr long kFirstTaskLane = 1000000;
+  explicit TimelineLane(long lane);
+  ~TimelineLane();
+  TimelineLane(const TimelineLane&) = delete;
+  TimelineLane& operator=(const TimelineLane&) = delete;
+
+ private:
+  long outer_;
 };
 
 // The algorithms' inner phases (common/trace_phase.h) as timeline phases of the calling thread.

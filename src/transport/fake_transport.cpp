@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/task.h"
+
 namespace gfshim {
 
 FakeFabric::FakeFabric(int ranks, std::chrono::milliseconds timeout)
@@ -109,8 +111,19 @@ Status FakeTransport::wait(TransferId id) {
   Status status;
   {
     std::unique_lock<std::mutex> lock(fabric_.mutex_);
-    const bool completed = fabric_.changed_.wait_until(
-        lock, deadline, [&] { return fabric_.tryComplete(channel, slot.sequence); });
+    bool completed = false;
+    if (Task::inTask()) {
+      // As the PMPI transport's waits (transport/pmpi_wait.h): test, and yield until done.
+      while (!(completed = fabric_.tryComplete(channel, slot.sequence)) &&
+             std::chrono::steady_clock::now() < deadline) {
+        lock.unlock();
+        Task::yield();
+        lock.lock();
+      }
+    } else {
+      completed = fabric_.changed_.wait_until(
+          lock, deadline, [&] { return fabric_.tryComplete(channel, slot.sequence); });
+    }
     if (!completed) {
       status = Status::error(StatusCode::kTimeout,
                              std::string("fake ") + (slot.isSend ? "send to" : "recv from") +

@@ -6,7 +6,8 @@
 // either side, after both are posted (MPI's progress rule), and a send completes only then. So
 // an algorithm that reuses a send buffer too early, or that needs the transport to buffer
 // messages, is caught (wrong data or a timeout) instead of passing by luck. Every wait gives up
-// after a timeout and returns kTimeout, so a deadlock fails a test rather than hanging it.
+// after a timeout and returns kTimeout, so a deadlock fails a test rather than hanging it. Inside
+// a task (common/task.h) a wait tests and yields instead of sleeping, as the PMPI transport's.
 #pragma once
 
 #include <chrono>

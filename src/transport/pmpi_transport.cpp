@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/pmpi_wait.h"
 #include "transport/private_tags.h"
 
 namespace gfshim {
@@ -110,14 +111,15 @@ Status PmpiTransport::wait(TransferId id) {
   const size_t slot = static_cast<size_t>(id);
   waitState_.waitBegins(peers_[slot]);
   MPI_Status status;
-  const int rc = PMPI_Wait(&requests_[slot], &status);
+  const int rc = waitRequest(&requests_[slot], &status);
   waitState_.waitEnds();
   free_.push_back(id);
   // Every schedule receives exactly what its peer sends, so a shorter (or, as MPI_ERR_TRUNCATE,
   // a longer) message means the ranks run different schedules: an erroneous program whose ranks
   // pass different counts or datatypes.
-  const char* mismatch = " (the ranks disagree on the call: do they all pass the same count and "
-                         "datatype?)";
+  const char* mismatch =
+      " (the ranks disagree on the call: do they all pass the same count and "
+      "datatype?)";
   if (rc != MPI_SUCCESS) {
     Status failed = mpiErrorStatus("PMPI_Wait", rc);
     int errorClass = MPI_SUCCESS;
@@ -141,10 +143,10 @@ Status PmpiTransport::wait(TransferId id) {
 
 std::function<Status(bool, bool*)> logicalOrOn(MPI_Comm comm) {
   return [comm](bool mine, bool* any) {
-    int flag = mine ? 1 : 0;
-    const int rc = PMPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_LOR, comm);
-    if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
-    *any = flag != 0;
+    int64_t least = mine ? -1 : 0;  // MIN of -flag is -(logical OR)
+    const int rc = agreeMinimum(comm, &least, 1);
+    if (rc != MPI_SUCCESS) return mpiErrorStatus("agreement (logical or)", rc);
+    *any = least != 0;
     return Status::ok();
   };
 }

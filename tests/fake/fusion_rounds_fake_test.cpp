@@ -4,7 +4,10 @@
 // same operations per communicator in the same order (as MPI requires), but interleave the
 // communicators in a different random order on every rank and sleep randomly between posts, so
 // the queues every round sees differ from rank to rank. Checked: every operation completes with
-// the exact result, and every rank cut the same buckets in the same rounds.
+// the exact result, and every rank cut the same buckets in the same rounds. The same runs again
+// with progress in calls (GFSHIM_PROGRESS=calls): no progress threads, every loop a task
+// (common/task.h) that its rank's application thread resumes after each post and while it waits,
+// so one thread drives several communicators whose peers wait for each other in turn.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/task.h"
 #include "engine/execute.h"
 #include "engine/fusion_rounds.h"
 #include "transport/fake_transport.h"
@@ -170,9 +174,24 @@ void expectResult(const std::byte* got, const OpShape& shape, int ranks, uint64_
   }
 }
 
-void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionBytes, unsigned seed) {
+enum class Progress { kThreads, kCalls };
+
+// Resumes every task of `tasks` that has work (progress in calls); true once all have finished.
+bool resumeAll(std::vector<std::unique_ptr<Task>>& tasks,
+               const std::vector<FusionRounds<FakeOp>*>& loops) {
+  bool finished = true;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (!loops[i]->idle()) tasks[i]->resume();
+    finished = finished && tasks[i]->finished();
+  }
+  return finished;
+}
+
+void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionBytes, unsigned seed,
+                     Progress mode = Progress::kThreads) {
   SCOPED_TRACE(testing::Message() << "ranks=" << ranks << " comms=" << comms
-                                  << " fusionBytes=" << fusionBytes << " seed=" << seed);
+                                  << " fusionBytes=" << fusionBytes << " seed=" << seed
+                                  << (mode == Progress::kCalls ? " progress in calls" : ""));
   // The operations of every communicator: what MPI requires to match on all ranks.
   std::mt19937 shapesRandom(seed);
   std::vector<std::vector<OpShape>> shapes(static_cast<size_t>(comms));
@@ -198,7 +217,9 @@ void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionByt
       const size_t k = static_cast<size_t>(r * comms + c);
       rounds[k] = std::make_unique<FusionRounds<FakeOp>>();
       drivers[k] = std::make_unique<FakeDriver>(*fabrics[static_cast<size_t>(c)], r, fusionBytes);
-      progress.emplace_back([&, k] { rounds[k]->run(*drivers[k], Status::ok()); });
+      if (mode == Progress::kThreads) {
+        progress.emplace_back([&, k] { rounds[k]->run(*drivers[k], Status::ok()); });
+      }
     }
   }
 
@@ -211,6 +232,17 @@ void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionByt
   std::vector<std::thread> applications;
   for (int r = 0; r < ranks; ++r) {
     applications.emplace_back([&, r] {
+      // Progress in calls: this rank's loops, one task each, resumed by this thread only.
+      std::vector<std::unique_ptr<Task>> tasks;
+      std::vector<FusionRounds<FakeOp>*> loops;
+      if (mode == Progress::kCalls) {
+        for (int c = 0; c < comms; ++c) {
+          const size_t k = static_cast<size_t>(r * comms + c);
+          loops.push_back(rounds[k].get());
+          tasks.push_back(
+              std::make_unique<Task>([&, k] { rounds[k]->run(*drivers[k], Status::ok()); }));
+        }
+      }
       std::mt19937 local(seed * 1000 + static_cast<unsigned>(r));
       // This rank's interleaving of the communicators' sequences.
       std::vector<int> order;
@@ -239,14 +271,29 @@ void runRandomBursts(int ranks, int comms, size_t opsPerComm, uint64_t fusionByt
         op.op = shape.op;
         op.completions = &completions[static_cast<size_t>(r)];
         rounds[k]->push(op);
+        resumeAll(tasks, loops);
         const unsigned pause = local() % 100;
         if (pause < 30) std::this_thread::sleep_for(std::chrono::microseconds(pause * 10));
       }
       Completions& mine = completions[static_cast<size_t>(r)];
+      const size_t total = opsPerComm * static_cast<size_t>(comms);
+      if (mode == Progress::kCalls) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        bool done = false;
+        while (!done && std::chrono::steady_clock::now() < deadline) {
+          resumeAll(tasks, loops);
+          std::lock_guard<std::mutex> lock(mine.mutex);
+          done = mine.done == total;
+        }
+        finished[static_cast<size_t>(r)] = done;
+        for (FusionRounds<FakeOp>* loop : loops) loop->requestStop();
+        while (!resumeAll(tasks, loops)) {
+        }
+        return;
+      }
       std::unique_lock<std::mutex> lock(mine.mutex);
-      finished[static_cast<size_t>(r)] = mine.changed.wait_for(lock, std::chrono::seconds(60), [&] {
-        return mine.done == opsPerComm * static_cast<size_t>(comms);
-      });
+      finished[static_cast<size_t>(r)] =
+          mine.changed.wait_for(lock, std::chrono::seconds(60), [&] { return mine.done == total; });
     });
   }
   for (std::thread& t : applications) t.join();
@@ -284,6 +331,18 @@ TEST(FusionRoundsFake, RandomBurstsOnOneCommunicator) {
 
 TEST(FusionRoundsFake, TwoCommunicatorsInterleavedDifferentlyOnEveryRank) {
   for (int ranks = 2; ranks <= 4; ++ranks) runRandomBursts(ranks, 2, 120, 2048, 29u + ranks);
+}
+
+TEST(FusionRoundsFake, ProgressInCallsOnOneCommunicator) {
+  for (int ranks = 1; ranks <= 5; ++ranks) {
+    runRandomBursts(ranks, 1, 150, 4096, 11u + ranks, Progress::kCalls);
+  }
+}
+
+TEST(FusionRoundsFake, ProgressInCallsDrivesInterleavedCommunicatorsFromOneThread) {
+  for (int ranks = 2; ranks <= 4; ++ranks) {
+    runRandomBursts(ranks, 3, 100, 2048, 31u + ranks, Progress::kCalls);
+  }
 }
 
 TEST(FusionRoundsFake, LargeFusionBytesPutsABurstIntoFewBuckets) {

@@ -12,24 +12,43 @@ target_link_libraries(tool_stack PRIVATE MPI::MPI_C)
 add_executable(engine_error mpi/engine_error.c)
 target_link_libraries(engine_error PRIVATE MPI::MPI_C)
 
-# With fusion on (the default) the shim runs the small MPI_Iallreduces itself (fused), so the
-# tool sees none of them; with GFSHIM_FUSION=0 they pass through and the tool sees every one.
+# The small MPI_Iallreduces go to the MPI's own below GFSHIM_FUSION_MIN_BYTES (the default), so
+# the tool sees every one, as with GFSHIM_FUSION=0; fused (GFSHIM_FUSION_MIN_BYTES=0, progress
+# in calls or by a thread) the shim runs them itself and the tool sees none.
 set(GFSHIM_TOOL_ENV --env GFSHIM_ALGO=ring --env GFSHIM_SEGMENT_BYTES=256K)
-foreach(fusion 1 0)
-  set(seen_iallreduce 0)
-  if(fusion STREQUAL "0")
-    set(seen_iallreduce 7)
-  endif()
-  add_test(NAME mpi_tool_after_shim_sees_passthrough_calls_fusion${fusion}
+set(GFSHIM_TOOL_VARIANTS "fusion1:1:64K:auto:7" "fusion0:0:64K:auto:7" "fused_thread:1:0:thread:0")
+if(GFSHIM_MPI STREQUAL "openmpi")
+  list(APPEND GFSHIM_TOOL_VARIANTS "fused_calls:1:0:calls:0")
+else()
+  # MPICH has no progress hook: progress in calls is only on request, with a warning (README).
+  add_test(NAME mpi_progress_calls_without_a_progress_hook_warns
            COMMAND ${GFSHIM_RUN} --shim $<TARGET_FILE:gfshim>:$<TARGET_FILE:counting_tool> --np 2
-                   ${GFSHIM_TOOL_ENV} --env GFSHIM_FUSION=${fusion} --expect-engine
+                   ${GFSHIM_TOOL_ENV} --env GFSHIM_PROGRESS=calls --env GFSHIM_FUSION_MIN_BYTES=0
+                   --expect-engine
+                   --expect "GFSHIM WARN INIT: GFSHIM_PROGRESS=calls: this MPI has no progress hook"
+                   --expect "tool_stack: rank 0: 7 small \\+ 7 small nonblocking \\+ 3 large allreduces, all correct"
+                   --expect "counting_tool: rank 0: init 1 allreduce 7 iallreduce 0 finalize 1"
+                   -- $<TARGET_FILE:tool_stack> 7 3)
+endif()
+foreach(variant ${GFSHIM_TOOL_VARIANTS})
+  string(REPLACE ":" ";" fields "${variant}")
+  list(GET fields 0 fusion_name)
+  list(GET fields 1 fusion)
+  list(GET fields 2 fusion_min)
+  list(GET fields 3 progress)
+  list(GET fields 4 seen_iallreduce)
+  add_test(NAME mpi_tool_after_shim_sees_passthrough_calls_${fusion_name}
+           COMMAND ${GFSHIM_RUN} --shim $<TARGET_FILE:gfshim>:$<TARGET_FILE:counting_tool> --np 2
+                   ${GFSHIM_TOOL_ENV} --env GFSHIM_FUSION=${fusion}
+                   --env GFSHIM_FUSION_MIN_BYTES=${fusion_min} --env GFSHIM_PROGRESS=${progress}
+                   --expect-engine
                    --expect "GFSHIM STATS engine +ring \\(GFSHIM_ALGO=ring\\) +6 "
                    --expect "tool_stack: rank 0: 7 small \\+ 7 small nonblocking \\+ 3 large allreduces, all correct"
                    --expect "tool_stack: rank 1: 7 small \\+ 7 small nonblocking \\+ 3 large allreduces, all correct"
                    --expect "counting_tool: rank 0: init 1 allreduce 7 iallreduce ${seen_iallreduce} finalize 1"
                    --expect "counting_tool: rank 1: init 1 allreduce 7 iallreduce ${seen_iallreduce} finalize 1"
                    --reject "GFSHIM WARN" -- $<TARGET_FILE:tool_stack> 7 3)
-  set_tests_properties(mpi_tool_after_shim_sees_passthrough_calls_fusion${fusion} PROPERTIES
+  set_tests_properties(mpi_tool_after_shim_sees_passthrough_calls_${fusion_name} PROPERTIES
                        TIMEOUT 120)
 endforeach()
 add_test(NAME mpi_tool_before_shim_warns

@@ -55,6 +55,19 @@ TEST(CostModel, LatencyBoundSmallMessagesFavourRecursiveDoubling) {
   EXPECT_LT(torusCost(s, 256e6).seconds, recursiveDoublingCost(s, 256e6).seconds);
 }
 
+// An operation is reduced alone once two copies of it cost more than one more ring: more ranks
+// and slower links make fusing larger operations pay.
+TEST(CostModel, FusionAloneBytesGrowWithRingLatency) {
+  const uint64_t twoRanks = fusionAloneBytes(shape(2, 1));
+  EXPECT_EQ(twoRanks, static_cast<uint64_t>((ringCost(shape(2, 1), 0).seconds +
+                                             kBucketOverheadSeconds) *
+                                            kCopyBytesPerSecond / 2));
+  EXPECT_LT(twoRanks, fusionAloneBytes(shape(2, 8)));
+  ClusterShape slow = shape(2, 8);
+  slow.interNode.latencySeconds *= 10;
+  EXPECT_LT(fusionAloneBytes(shape(2, 8)), fusionAloneBytes(slow));
+}
+
 TEST(CostModel, OneRankCostsNothing) {
   EXPECT_EQ(ringCost(shape(1, 1), 1e6).latencySteps, 0);
   EXPECT_EQ(ringCost(shape(1, 1), 1e6).seconds, 0);

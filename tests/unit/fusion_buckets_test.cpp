@@ -51,6 +51,18 @@ TEST(FusionBuckets, CutsAtFusionBytesAndGivesOversizedOperationsTheirOwnBucket) 
   EXPECT_EQ(buckets[2].bytes, 400u);
 }
 
+TEST(FusionBuckets, OperationsOfAtLeastAloneBytesGetABucketOfTheirOwn) {
+  // 4-byte floats, fusion limit 1000 bytes, alone from 200 bytes.
+  const std::vector<FusibleOp> ops = {{10, DType::kFloat32, RedOp::kSum},   // 40 B
+                                      {50, DType::kFloat32, RedOp::kSum},   // 200 B: alone
+                                      {20, DType::kFloat32, RedOp::kSum},   // 80 B: with the first
+                                      {49, DType::kFloat32, RedOp::kSum}};  // 196 B: fused too
+  const auto buckets = packBuckets(ops, 1000, 200);
+  EXPECT_EQ(members(buckets), (std::vector<std::vector<size_t>>{{1}, {0, 2, 3}}));
+  EXPECT_EQ(buckets[0].bytes, 200u);
+  EXPECT_EQ(buckets[1].count, 79);
+}
+
 TEST(FusionBuckets, RandomQueuesCoverEveryOperationOnceWithinTheLimit) {
   std::mt19937_64 rng(42);
   const DType types[] = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kUInt8};

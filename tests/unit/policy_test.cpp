@@ -164,6 +164,27 @@ TEST(Policy, IallreducesOfAnySizeAreFusedWhenTheThreadCanRun) {
   EXPECT_EQ(decide(floatSum(1), s, comm(4)), Reason::kBelowMinBytes);
 }
 
+// Where the MPI's own nonblocking collectives may run beside the shim's progress, a small
+// MPI_Iallreduce goes to the MPI (the fused path costs more than its whole call); from the
+// threshold on it is fused. Reproducible mode keeps every floating-point call.
+TEST(Policy, SmallIallreducesGoToTheMpiBelowFusionMinBytes) {
+  Settings s = settings(1 << 20);
+  s.fusionAvailable = true;
+  s.nativeIallreduceBesideFusion = true;
+  s.fusionMinBytes = 4096;
+  CallInfo call = floatSum(1023);
+  call.nonblocking = true;
+  EXPECT_EQ(decide(call, s, comm(4)), Reason::kBelowFusionMin);
+  call.count = 1024;  // 4096 bytes: fused
+  EXPECT_EQ(decide(call, s, comm(4)), Reason::kFused);
+  call.count = 1023;
+  s.reproducible = true;
+  EXPECT_EQ(decide(call, s, comm(4)), Reason::kFused);
+  s.reproducible = false;
+  s.nativeIallreduceBesideFusion = false;  // an Open MPI progress thread: everything queued
+  EXPECT_EQ(decide(call, s, comm(4)), Reason::kFused);
+}
+
 // GFSHIM_ALGO=auto: the cost model's lowest prediction wins, from agreed facts only.
 CommFacts cluster(int nodes, int ranksPerNode) {
   CommFacts facts;

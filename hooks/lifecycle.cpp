@@ -314,7 +314,8 @@ void reportStats(Runtime& rt) {
   PMPI_Reduce(local.bytes, summed.bytes, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   PMPI_Reduce(local.busBytes, summed.busBytes, kN, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   PMPI_Reduce(local.nanos, summed.nanos, kN, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
-  PMPI_Reduce(local.fusion, summed.fusion, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local.fusion, summed.fusion, kFusionCounterCount, MPI_UINT64_T, MPI_SUM, 0,
+              MPI_COMM_WORLD);
   // Shadow maxima too: identical on every rank, so their sum is `ranks` times the value.
   PMPI_Reduce(local.lossy, summed.lossy, kLossyModeCount * kLossyCounterCount, MPI_UINT64_T,
               MPI_SUM, 0, MPI_COMM_WORLD);

@@ -3,8 +3,10 @@
 #   asan      build-asan (GFSHIM_SANITIZE=address,undefined): every test of gfshim_unit_tests
 #             (unit and threads-as-ranks) under AddressSanitizer, LeakSanitizer and UBSan
 #   tsan      build-tsan (GFSHIM_SANITIZE=thread): the tests that run threads (the
-#             threads-as-ranks suites *Fake*, Stats) under ThreadSanitizer
-#   tsan-mpi  build-tsan: the fusion queue's progress thread and the stall inspector's watchdog in
+#             threads-as-ranks suites *Fake*, Stats) and the resumable tasks (Task: each
+#             switch is announced to TSan as a fiber switch) under ThreadSanitizer
+#   tsan-mpi  build-tsan: the fusion queue's progress thread, its round loop progressed in calls,
+#             and the stall inspector's watchdog in
 #             the real libgfshim.so, preloaded after libtsan.so.2 into fusion_stress /
 #             fusion_pending / stall under Open MPI's mpirun; where CUDA's and NCCL's headers
 #             exist, also the real NCCL plugin over the emulated GPU (tests/gpu_emul: its stream
@@ -100,13 +102,17 @@ for suite in "${suites[@]}"; do
       ;;
     tsan)
       configure_and_build build-tsan thread gfshim_unit_tests
-      run_gtest tsan-threads build-tsan '*Fake*.*:Stats.*' "TSAN_OPTIONS=$tsan_options"
+      run_gtest tsan-threads build-tsan '*Fake*.*:Stats.*:Task.*' "TSAN_OPTIONS=$tsan_options"
       ;;
     tsan-mpi)
       configure_and_build build-tsan thread gfshim fusion_stress fusion_pending stall
-      run_mpi tsan-fusion-stress-np2 2 "fusion_stress: .* passed" \
+      # Every call fused (GFSHIM_FUSION_MIN_BYTES=0), by the progress thread and in calls (the
+      # round loop as a task on the application's thread, resumed from Open MPI's progress hook).
+      run_mpi tsan-fusion-stress-thread-np2 2 "fusion_stress: .* passed" \
+        --env GFSHIM_PROGRESS=thread --env GFSHIM_FUSION_MIN_BYTES=0 \
         "$root/build-tsan/tests/fusion_stress" 3 1002
-      run_mpi tsan-fusion-stress-np3 3 "fusion_stress: .* passed" \
+      run_mpi tsan-fusion-stress-calls-np3 3 "fusion_stress: .* passed" \
+        --env GFSHIM_PROGRESS=calls --env GFSHIM_FUSION_MIN_BYTES=0 \
         "$root/build-tsan/tests/fusion_stress" 2 1003
       run_mpi tsan-fusion-pending-np3 3 "pending at MPI_Comm_free: completed" \
         "$root/build-tsan/tests/fusion_pending"

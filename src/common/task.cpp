@@ -108,6 +108,19 @@ void switchToDriver(Task::Context& c, bool final) {
 #endif
 }
 
+void runBody(unsigned high, unsigned low);
+
+// getcontext returns twice: kept out of resume() so that none of its locals can be clobbered.
+__attribute__((noinline)) void prepareContext(Task::Context& c) {
+  getcontext(&c.task);
+  c.task.uc_stack.ss_sp = static_cast<char*>(c.stack) + pageBytes();
+  c.task.uc_stack.ss_size = c.mappedBytes - pageBytes();
+  c.task.uc_link = nullptr;
+  const auto address = reinterpret_cast<uintptr_t>(&c);
+  makecontext(&c.task, reinterpret_cast<void (*)()>(&runBody), 2,
+              static_cast<unsigned>(address >> 32), static_cast<unsigned>(address));
+}
+
 void runBody(unsigned high, unsigned low) {
   auto* c = reinterpret_cast<Task::Context*>((static_cast<uintptr_t>(high) << 32) |
                                              static_cast<uintptr_t>(low));
@@ -152,13 +165,7 @@ bool Task::resume() {
   if (c.finished) return true;
   if (!c.started) {
     c.started = true;
-    getcontext(&c.task);
-    c.task.uc_stack.ss_sp = static_cast<char*>(c.stack) + pageBytes();
-    c.task.uc_stack.ss_size = c.mappedBytes - pageBytes();
-    c.task.uc_link = nullptr;
-    const auto address = reinterpret_cast<uintptr_t>(&c);
-    makecontext(&c.task, reinterpret_cast<void (*)()>(&runBody), 2,
-                static_cast<unsigned>(address >> 32), static_cast<unsigned>(address));
+    prepareContext(c);
   }
   Context* const outer = currentTask();
   setCurrentTask(&c);

@@ -1,6 +1,7 @@
 #include "engine/fusion_queue.h"
 
 #include <sys/prctl.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -245,7 +246,11 @@ void FusionQueue::resumeTask() {
   const TimelineLane lane(timelineLane_);
   PhaseTracer* const outer = threadPhaseTracer();
   if (tracer_) setThreadPhaseTracer(&*tracer_);  // the algorithms' phases, for the timeline
+  const auto start = std::chrono::steady_clock::now();
   task_->resume();
+  stats_->recordFusionProgress(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count()));
   setThreadPhaseTracer(outer);
 }
 
@@ -637,6 +642,10 @@ void FusionQueue::run() {
   }
   rounds_.run(*this, status);
   setThreadPhaseTracer(nullptr);
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  stats_->recordFusionProgress(static_cast<uint64_t>(cpu.tv_sec) * 1000000000ull +
+                               static_cast<uint64_t>(cpu.tv_nsec));
 }
 
 }  // namespace gfshim

@@ -56,19 +56,27 @@ enum GpuPathCounter {
 };
 const char* gpuPathName(int path);
 
+enum FusionCounter {
+  kFusionRounds,
+  kFusionOps,
+  kFusionQueuedNanos,
+  kFusionProgressNanos,
+  kFusionCounterCount
+};
+
 struct StatsCounters {
   uint64_t calls[kReasonCount] = {};
   uint64_t bytes[kReasonCount] = {};     // payload: count x datatype size
   uint64_t busBytes[kReasonCount] = {};  // bytes x 2(p-1)/p, for bus bandwidth as nccl-tests
   uint64_t nanos[kReasonCount] = {};     // engine time; after the reduction the slowest rank's
-  // Lazy fusion (summed over ranks): negotiation rounds, operations completed, and the total
-  // time operations spent between MPI_Iallreduce and completion.
-  uint64_t fusion[3] = {};
+  // Lazy fusion (summed over ranks): negotiation rounds, operations completed, the total time
+  // operations spent between MPI_Iallreduce and completion, and the time the shim's progress
+  // took: its threads' CPU time, or with progress in calls the time inside the queues' tasks.
+  uint64_t fusion[kFusionCounterCount] = {};
   // Lossy modes (summed over ranks), per mode (lossyModeIndex) and LossyCounter.
   uint64_t lossy[kLossyModeCount][kLossyCounterCount] = {};
   uint64_t gpu[kGpuPathCount][2] = {};  // [path][0: calls, 1: bytes]
 };
-enum FusionCounter { kFusionRounds, kFusionOps, kFusionQueuedNanos };
 
 class Stats {
  public:
@@ -81,6 +89,7 @@ class Stats {
   void record(Reason reason, uint64_t bytes, int commSize, uint64_t nanos);
   // Lazy fusion, from the progress threads.
   void recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos);
+  void recordFusionProgress(uint64_t nanos);
   void recordLossy(const LossyRecord& record);
   void recordGpu(GpuPathCounter path, uint64_t bytes);
   StatsCounters snapshot() const;

@@ -223,7 +223,10 @@ int main(int argc, char** argv) {
   }
   char list[256];
   snprintf(list, sizeof(list), "%s", patterns);
-  for (char* pattern = strtok(list, ","); pattern != NULL; pattern = strtok(NULL, ",")) {
+  /* strtok_r: a library the shim loads may call strtok meanwhile (seen with a progress thread) */
+  char* rest = NULL;
+  for (char* pattern = strtok_r(list, ",", &rest); pattern != NULL;
+       pattern = strtok_r(NULL, ",", &rest)) {
     if (strcmp(pattern, "resnet50") == 0) {
       cell(pattern, 0, cellSeconds, rounds, rank);
       continue;

@@ -3,6 +3,9 @@
 # (default parameters; every GFSHIM_* of the environment is forwarded) under Open MPI and MPICH at
 # np 2 and 4. Each table compares the shim (MPI_*) with the MPI itself (PMPI_*) in the same
 # processes, in alternating blocks; ratio < 1: the shim is faster.
+# A config MPI:NP:noshim runs the same program without the shim (both columns are then the MPI
+# alone): the baseline for what the shim's presence costs the MPI's own calls (its thread level,
+# its progress hook), which the side-by-side columns cannot show.
 # usage: bench/never_slower.sh [--configs "openmpi:2 openmpi:4 mpich:2 mpich:4"] [-- call_patterns args]
 # Run it on a quiet machine (no build, test or other benchmark at the same time).
 set -euo pipefail
@@ -14,14 +17,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 forward=()
 for var in $(compgen -e | grep '^GFSHIM_' || true); do forward+=("$var"); done
 for config in $configs; do
-  mpi=${config%%:*} np=${config##*:}
-  echo "== $mpi, np $np, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  IFS=: read -r mpi np mode <<<"$config"
+  echo "== $mpi, np $np${mode:+, $mode}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
   if [[ $mpi == openmpi ]]; then
-    args=(mpirun.openmpi -np "$np" --bind-to none -x "LD_PRELOAD=$root/build/libgfshim.so")
+    args=(mpirun.openmpi -np "$np" --bind-to none)
+    [[ $mode == noshim ]] || args+=(-x "LD_PRELOAD=$root/build/libgfshim.so")
     for var in "${forward[@]}"; do args+=(-x "$var"); done
     "${args[@]}" "$root/build/bench/call_patterns" "$@"
   else
-    args=(mpiexec.mpich -n "$np" -genv LD_PRELOAD "$root/build-mpich/libgfshim.so")
+    args=(mpiexec.mpich -n "$np")
+    [[ $mode == noshim ]] || args+=(-genv LD_PRELOAD "$root/build-mpich/libgfshim.so")
     for var in "${forward[@]}"; do args+=(-genv "$var" "${!var}"); done
     "${args[@]}" "$root/build-mpich/bench/call_patterns" "$@"
   fi

@@ -346,19 +346,9 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
   return MPI_SUCCESS;
 }
 
-bool onDevice(const TypedArgs& a, const CallInfo& call) {
-  return CudaDriver::placementsOf(CudaDriver::inProcess(), call.inPlace ? a.recv : a.send, a.recv)
-      .anyDevice();
-}
-
 int routeAllreduce(Runtime& rt, const TypedArgs& a) {
   const CallInfo call = describeCall(a);
-  Plan plan = planCall(call, rt.settings);
-  if (plan.reason == Reason::kBelowFusionMin && onDevice(a, call)) {
-    // The MPI may not take device memory: the queue stages it.
-    plan.route = Route::kEngine;
-    plan.reason = Reason::kFused;
-  }
+  const Plan plan = planCall(call, rt.settings);
   if (plan.route == Route::kPassthrough) {
     const bool queueNative =
         call.nonblocking && rt.settings.fusionAvailable &&

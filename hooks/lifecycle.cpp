@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "cuda/cuda_driver.h"
 #include "hooks/hook_api.h"
 #include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
@@ -136,24 +137,26 @@ int64_t diagnosticsHash(const Config& config) {
 
 // Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters and the
 // same parameter problems, whether any rank wants the statistics report, and whether every rank
-// could set up, and whether every rank has MPI_THREAD_MULTIPLE for the fusion threads: one
-// allreduce of MIN over [h, -h, d, -d, -stats, -failed, -noThreads]. Rank 0 has already
-// printed its own problems; a rank whose problems or parameters differ from rank 0's prints its
-// own, so a mistake on one rank is never silent and the common case prints once. Returns whether
-// the shim may be active (on every rank alike).
+// could set up, whether every rank has MPI_THREAD_MULTIPLE for the fusion threads, whether
+// every rank resolved progress in calls, and whether some rank has the CUDA driver loaded: one
+// allreduce of MIN over [h, -h, d, -d, -stats, -failed, -noThreads, -notCalls, -driver]. Rank 0 has
+// already printed its own problems; a rank whose problems or parameters differ from rank 0's prints
+// its own, so a mistake on one rank is never silent and the common case prints once. Returns
+// whether the shim may be active (on every rank alike).
 bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   const int64_t plan = rt.config.planHash();
   const int64_t problems = diagnosticsHash(rt.config);
-  int64_t local[8] = {plan,
+  int64_t local[9] = {plan,
                       -plan,
                       problems,
                       -problems,
                       rt.settings.stats ? -1 : 0,
                       setUp ? 0 : -1,
                       rt.threadMultiple ? 0 : -1,
-                      rt.settings.progressInCalls ? 0 : -1};
-  int64_t agreed[8] = {};
-  PMPI_Allreduce(local, agreed, 8, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+                      rt.settings.progressInCalls ? 0 : -1,
+                      CudaDriver::inProcess() != nullptr ? -1 : 0};
+  int64_t agreed[9] = {};
+  PMPI_Allreduce(local, agreed, 9, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   rt.paramsAgree = agreed[0] == -agreed[1];
   const bool problemsAgree = agreed[2] == -agreed[3];
   const bool anyProblems = agreed[2] != 0 || agreed[3] != 0;
@@ -165,10 +168,16 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   rt.settings.progressInCalls = rt.settings.fusion && agreed[7] == 0;
   rt.settings.fusionAvailable =
       rt.settings.fusion && (rt.settings.progressInCalls || agreed[6] == 0);
+  // Small calls go to the MPI's own MPI_Iallreduce only where no rank had the CUDA driver loaded
+  // at MPI_Init: whether a buffer is device memory is a fact of each rank, and a rank whose
+  // device buffer the fusion queue would stage must not queue a call its peers hand to the MPI.
+  // (A program that loads CUDA later and passes device memory to a small MPI_Iallreduce gets
+  // what its MPI does with it, with one WARN, as without the shim.)
+  const bool noDriverAnywhere = agreed[8] == 0;
 #if defined(OPEN_MPI)
-  rt.settings.nativeIallreduceBesideFusion = rt.settings.progressInCalls;
+  rt.settings.nativeIallreduceBesideFusion = rt.settings.progressInCalls && noDriverAnywhere;
 #else
-  rt.settings.nativeIallreduceBesideFusion = true;
+  rt.settings.nativeIallreduceBesideFusion = noDriverAnywhere;
 #endif
   if (rt.settings.fusion && !rt.settings.fusionAvailable && rt.worldRank == 0) {
     GFSHIM_INFO(kInit,

@@ -130,7 +130,8 @@ struct Settings {
   // rank (the progress mode below is agreed, and a thread got MPI_THREAD_MULTIPLE).
   // progressInCalls: the agreed mode is calls (engine/fusion_queue.h), not a thread.
   // nativeIallreduceBesideFusion: the MPI's own nonblocking collectives may run beside the fused
-  // path's progress (calls, or an MPI whose are thread-safe: not Open MPI 4.1's libnbc).
+  // path's progress (calls, or an MPI whose are thread-safe: not Open MPI 4.1's libnbc), and no
+  // rank had the CUDA driver at MPI_Init (so no rank needs the queue to stage a small call).
   bool fusionAvailable = false;
   bool progressInCalls = false;
   bool nativeIallreduceBesideFusion = false;

@@ -7,25 +7,29 @@
 // communicator (CommState::fusionComm, made where every rank makes a communicator anyway: see
 // hooks/comm_hook.cpp; not the blocking path's, so the two never match each other's messages):
 //
-//   round:  each rank contributes its queue length n; one PMPI_Allreduce MIN over [n, -n] gives
-//           min and max. Every rank takes `min` operations from the head of its queue -- the
+//   round:  each rank contributes its queue length n; one agreement, MIN over [n, -n], gives
+//           min and max (transport/pmpi_wait.h: a PMPI_Allreduce on the thread, a
+//           point-to-point dissemination inside a task). Every rank takes `min` operations from the head of its queue -- the
 //           same operations everywhere, since all ranks start their Iallreduces on a
 //           communicator in the same order -- packs the engine's operations into buckets
 //           (fusion_buckets.h), reduces each bucket with the blocking path's algorithms (ring /
 //           torus2d / the MPI's, chosen by the cost model for the bucket's size), unpacks, and
-//           completes the requests (MPI_Grequest_complete). Operations the engine cannot reduce
-//           (user op, derived datatype) go to PMPI_Allreduce alone, in their place. min == max
-//           means every queue is empty after the round: the thread sleeps on a condition
-//           variable until the next Iallreduce (no core is burned while idle), then gathers the
-//           burst for GFSHIM_CYCLE_MS or until the application waits. min < max means some rank
-//           has not posted everything yet: the next round follows (after a 50 us sleep when
-//           min == 0).
+//           completes the requests (MPI_Grequest_complete). Operations of at least the cost
+//           model's fusionAloneBytes are reduced alone, in place. Operations the engine cannot
+//           reduce (user op, derived datatype) go to PMPI_Allreduce alone, in their place
+//           (queued only under an Open MPI progress thread). min == max means every queue is
+//           empty after the round: the thread sleeps on a condition variable until the next
+//           Iallreduce (no core is burned while idle), then gathers the burst for
+//           GFSHIM_CYCLE_MS or until the application waits; the task yields until one is
+//           queued. min < max means some rank has not posted everything yet: the next round
+//           follows (after a 50 us sleep, or a yield, when min == 0).
 //
 // Cross-rank consistency: bucket boundaries depend only on the agreed minimum and on the
 // (count, datatype, op) of the operations, which MPI requires to match. Completion order, Wait
 // order and timing decide nothing. A communicator's thread only ever waits for the same
-// communicator's peers, and every communicator has its own thread, so Iallreduces on several
-// communicators started in different orders on different ranks cannot deadlock.
+// communicator's peers, and every communicator has its own thread (or its own task, which never
+// blocks), so Iallreduces on several communicators started in different orders on different
+// ranks cannot deadlock.
 //
 // Progress in calls (GFSHIM_PROGRESS=calls; the default where the MPI has a progress hook):
 // the round loop is a task (common/task.h) with no thread of its own. FusionQueue::progressAll
@@ -55,8 +59,8 @@
 //     and a round that empties every queue ends the rounds without a confirming empty round,
 //     which a peer spinning in some other MPI call would again delay (0.05-0.06 ms per burst
 //     with gradient_replay -m burst10x1K, native 0.01-0.02 ms; 4.2 ms with the confirming
-//     round). For real gradient traffic fusion wins: ResNet-50's 161 tensors in 55 ms against
-//     468 ms for native per-tensor Iallreduce (8.4x; 3.4x on 4 emulated nodes x 2 ranks).
+//     round). Progress in calls (above) has none of these hand-offs: bench/RESULTS.md, "Never
+//     slower than native".
 //   - Rounds use blocking PMPI_Allreduce, not PMPI_Iallreduce + PMPI_Test: Open MPI 4.1's
 //     libnbc segfaulted (NBC_Progress) when the thread tested its Iallreduce while the
 //     application's own nonblocking collectives progressed.
@@ -64,8 +68,8 @@
 // Requests: a generalized request is the one request kind both MPIs let the application mix
 // freely with its own requests in Waitall/Waitany/Waitsome/Test*, and free with
 // MPI_Request_free (MACHINE-NOTES; a fake handle hangs Open MPI's Wait and aborts MPICH's).
-// MPICH's MPIX_Grequest_start would only add the poll callback, which the thread makes
-// unnecessary.
+// MPICH's MPIX_Grequest_start would only add the poll callback, called only inside waits on its
+// own request: not enough to serve a peer's rounds from inside MPI_Barrier, so not used.
 #pragma once
 
 #include <mpi.h>

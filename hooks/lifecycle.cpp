@@ -162,9 +162,8 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   const bool anyProblems = agreed[2] != 0 || agreed[3] != 0;
   rt.statsWanted = agreed[4] != 0;
   const bool allSetUp = agreed[5] == 0;
-  // Progress in calls only where every rank resolved it (GFSHIM_PROGRESS=auto may resolve
-  // differently on a rank that asked for MPI_THREAD_MULTIPLE); otherwise threads, which need
-  // MPI_THREAD_MULTIPLE everywhere.
+  // Progress in calls only where every rank resolved it (GFSHIM_PROGRESS=auto resolves it from
+  // the MPI each rank loaded); otherwise threads, which need MPI_THREAD_MULTIPLE everywhere.
   rt.settings.progressInCalls = rt.settings.fusion && agreed[7] == 0;
   rt.settings.fusionAvailable =
       rt.settings.fusion && (rt.settings.progressInCalls || agreed[6] == 0);
@@ -232,9 +231,11 @@ int progressFusedCalls() {
 
 // Reads the parameters before PMPI_Init: whether the fusion threads will run decides the thread
 // level the shim asks the MPI for. GFSHIM_PROGRESS=auto resolves to calls where the MPI has a
-// progress hook and the application does not ask for MPI_THREAD_MULTIPLE (a task resumed by
-// several threads would see each one's thread-locals), else to a thread; the ranks agree later.
-void loadConfig(int requiredLevel) {
+// progress hook, else to a thread; the ranks agree later. An application at
+// MPI_THREAD_MULTIPLE may resume a queue's task from several threads, one at a time
+// (FusionQueue::progress); the engine's thread-locals are read afresh at every use
+// (common/task.h), so that is safe.
+void loadConfig() {
   Runtime& rt = runtime();
   rt.config = Config::load(configInputsFromProcess());
   rt.settings = settingsFrom(rt.config);
@@ -248,7 +249,7 @@ void loadConfig(int requiredLevel) {
       rt.settings.progressInCalls = false;
       break;
     case ProgressChoice::kAuto:
-      rt.settings.progressInCalls = hook && requiredLevel != MPI_THREAD_MULTIPLE;
+      rt.settings.progressInCalls = hook;
       break;
   }
   rt.settings.progressInCalls = rt.settings.progressInCalls && rt.settings.fusion;
@@ -361,7 +362,7 @@ bool detail::checkFlavourOnce() noexcept {
 // hook reports.
 int initHook(int* argc, char*** argv) noexcept {
   if (foreignMpi()) return nextInit(argc, argv);
-  loadConfig(MPI_THREAD_SINGLE);
+  loadConfig();
   if (!wantsProgressThreads()) return afterInit(nextInit(argc, argv));
   int provided = MPI_THREAD_SINGLE;
   const int rc = nextInit_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
@@ -372,7 +373,7 @@ int initHook(int* argc, char*** argv) noexcept {
 
 int initThreadHook(int* argc, char*** argv, int required, int* provided) noexcept {
   if (foreignMpi()) return nextInit_thread(argc, argv, required, provided);
-  loadConfig(required);
+  loadConfig();
   if (!wantsProgressThreads() || required == MPI_THREAD_MULTIPLE) {
     const int rc = nextInit_thread(argc, argv, required, provided);
     runtime().threadMultiple = *provided == MPI_THREAD_MULTIPLE;

@@ -18,7 +18,9 @@
 //
 // Rules: resume() is not reentrant (a task never resumes itself; the caller must serialise
 // resumes of one task); a task resumed on another thread than before sees that thread's
-// thread-locals. The stack is mmap'ed with a guard page below it, and only the pages touched
+// thread-locals, so code that runs in a task reads them afresh at each use and keeps no
+// thread-local's address across a yield (the shim's are initial-exec, read with one
+// %fs-relative load, or read through functions that are not inlined). The stack is mmap'ed with a guard page below it, and only the pages touched
 // cost memory. Sanitizers are told about every switch (AddressSanitizer's and ThreadSanitizer's
 // fiber annotations), so tasks run under both.
 #pragma once

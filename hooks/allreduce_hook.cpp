@@ -12,14 +12,13 @@
 
 #include "common/log.h"
 #include "cuda/cuda_driver.h"
-#include "engine/call_check.h"
-#include "engine/execute.h"
+#include "engine/engine.h"
 #include "engine/policy.h"
-#include "hooks/gpu_allreduce.h"
 #include "hooks/hook_api.h"
 #include "hooks/mpi_handles.h"
 #include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
+#include "hooks/staged_passthrough.h"
 
 namespace gfshim::hooks {
 namespace {
@@ -148,7 +147,7 @@ int reportError(MPI_Comm comm, const Status& status) {
 
 // Plans are agreed, so the communicator's rank 0 speaks for all of its ranks.
 void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
-  if (state.facts.rank != 0 || !logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
+  if (state.facts().rank != 0 || !logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
   if (!state.loggedShapes.insert({call.bytes(), *call.dtype}).second) return;
   const std::string segment = plan.route == Route::kEngine
                                   ? ", segment " + std::to_string(plan.segmentBytes) + " bytes"
@@ -156,7 +155,7 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
   const std::string estimate = formatEstimate(plan.estimate);
   GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s%s%s%s",
               static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),
-              dtypeName(*call.dtype), redOpName(*call.op), state.facts.size,
+              dtypeName(*call.dtype), redOpName(*call.op), state.facts().size,
               reasonText(plan.reason), segment.c_str(), estimate.empty() ? "" : "; predicted ",
               estimate.c_str());
 }
@@ -207,7 +206,7 @@ bool engineState(Runtime& rt, const TypedArgs& a, const CallInfo& call, Plan* pl
     *rc = passthrough(rt, a, call, Reason::kInvalidComm);
     return false;
   }
-  *plan = planOnComm(*plan, (*state)->facts);
+  *plan = planOnComm(*plan, (*state)->facts());
   if (plan->route == Route::kPassthrough) {
     *rc = passthrough(rt, a, call, plan->reason);
     return false;
@@ -222,78 +221,52 @@ bool engineState(Runtime& rt, const TypedArgs& a, const CallInfo& call, Plan* pl
   return true;
 }
 
-// The engine side of a call the policy accepted. Out of line, so the pass-through path of tiny
-// calls keeps a small stack frame.
+// The engine side of a call the policy accepted: a bucket of one (engine/engine.h). Out of line,
+// so the pass-through path of tiny calls keeps a small stack frame.
 __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
                                               Plan plan) {
   CommState* state = nullptr;
   int rc = MPI_SUCCESS;
   if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
-  Status status = rt.registry.ensureSetUp(a.comm, rt.settings, *state);
+  Status status = rt.registry.ensureSetUp(a.comm, rt.settings, &rt.stats, *state);
   if (status.isOk() && rt.settings.progressInCalls) status = ensureFusionQueue(rt, *state);
   if (!status.isOk()) {
     state->failure = status.message();
     return reportError(a.comm, status);
   }
   FusionQueue::progressAll();  // a peer's fused calls may wait for this rank (no progress hook)
-  plan = chooseAlgorithm(plan, state->facts, rt.settings, *call.dtype, *call.op, call.bytes());
+  plan = state->engine->plan(plan, *call.dtype, *call.op, call.bytes());
   logPlanOnce(*state, call, plan);
   if (plan.route == Route::kPassthrough) return passthrough(rt, a, call, plan.reason);
-  const void* send = call.inPlace ? a.recv : a.send;
-  GpuBallot ballot = gpuBallotFor(rt, *state, call, send, a.recv);
-  if (rt.settings.checkCalls) {
-    // A mismatch is reported on every rank before any transfer; the state stays usable. The GPU
-    // route vote rides in the same allreduce.
-    std::vector<int64_t> vote(ballot.vote.begin(), ballot.vote.end());
-    status = agreeOnCall(state->privateComm, state->transport->waitState(),
-                         {call.count, *call.dtype, *call.op}, ballot.voting ? &vote : nullptr);
-    if (!status.isOk()) return reportError(a.comm, status);
-    if (ballot.voting) {
-      std::copy(vote.begin(), vote.end(), ballot.minimum.begin());
-      ballot.agreed = true;
-    }
-  }
 
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> %s", static_cast<long long>(a.count),
                reasonText(plan.reason));
   const auto start = std::chrono::steady_clock::now();
-  const TorusGrid* grid = state->torusGrid ? &*state->torusGrid : nullptr;
-  // The host plan on one block of host memory (the whole call unless it is staged in blocks).
-  const BlockReduce hostReduce = [&](const void* in, void* out, size_t first, size_t elements) {
-    if (plan.lossy.any()) {
-      if (!state->lossy) {
-        state->lossy = std::make_unique<LossyState>(rt.settings.cscMaxResidualBytes);
-      }
-      const LossyTarget target{*state->transport, state->workspace, grid,
-                               logicalOrOn(state->privateComm)};
-      LossyRecord record;
-      // Lossy calls are one block; residuals follow the user's buffer, wherever it lives.
-      const Status lossy = runLossyAllreduce(
-          plan, rt.settings, elements, static_cast<const float*>(in), static_cast<float*>(out),
-          {{reinterpret_cast<uintptr_t>(a.recv) + first * sizeof(float), elements}}, target,
-          *state->lossy, &record);
-      if (lossy.isOk()) rt.stats.recordLossy(record);
-      return lossy;
-    }
-    CallInfo block = call;
-    block.count = static_cast<int64_t>(elements);
-    block.inPlace = in == out;
-    return executePlan(plan, block, *state->transport, state->workspace, in, out, grid);
+  const void* send = call.inPlace ? a.recv : a.send;
+  const BucketOperation operation{send, a.recv, call.count,
+                                  CudaDriver::placementsOf(CudaDriver::inProcess(), send, a.recv)};
+  const Bucket bucket{&operation, 1, *call.dtype, *call.op, a.dtype, a.op};
+  BucketOptions options;
+  options.checkArguments = rt.settings.checkCalls;
+  // This communicator's fused NCCL work first (see FusionQueue::waitForEnqueued).
+  options.beforeNccl = [state] {
+    if (state->fusion) state->fusion->waitForEnqueued();
   };
-  GpuRoute route = GpuRoute::kHost;
-  status = runPlacedAllreduce(rt, *state, call, plan, send, a.recv, hostReduce, ballot, &route);
-  if (status.isOk() && route == GpuRoute::kPassthrough) {
+  BucketOutcome outcome;
+  status = state->engine->reduce(bucket, plan, options, &outcome);
+  if (!status.isOk()) {
+    // A failed argument check moved nothing: the communicator stays usable.
+    if (outcome.pastArgumentCheck) state->failure = status.message();
+    return reportError(a.comm, status);
+  }
+  if (outcome.route == GpuRoute::kPassthrough) {
     rt.stats.record(Reason::kGpuNoPath, call.bytes(), 0, 0);
     rt.stats.recordGpu(kGpuToMpi, call.bytes());
     return callNext(a);
   }
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
-  if (!status.isOk()) {
-    state->failure = status.message();
-    return reportError(a.comm, status);
-  }
-  rt.stats.record(plan.reason, call.bytes(), state->facts.size,
+  rt.stats.record(plan.reason, call.bytes(), state->facts().size,
                   static_cast<uint64_t>(nanos.count()));
   return MPI_SUCCESS;
 }

@@ -21,7 +21,7 @@ void prepareFusionOn(Runtime& rt, MPI_Comm comm) {
   // The same answer on every member: no fusion where the engine never runs.
   Plan engine;
   engine.route = Route::kEngine;
-  if (planOnComm(engine, state->facts).route == Route::kPassthrough) return;
+  if (planOnComm(engine, state->facts()).route == Route::kPassthrough) return;
   status = rt.registry.prepareFusion(comm, *state);
   if (status.isOk() && rt.settings.progressInCalls) status = ensureFusionQueue(rt, *state);
   if (!status.isOk()) {
@@ -32,7 +32,7 @@ void prepareFusionOn(Runtime& rt, MPI_Comm comm) {
 Status ensureFusionQueue(Runtime& rt, CommState& state) {
   if (state.fusion || state.fusionComm == MPI_COMM_NULL) return Status::ok();
   const FusionSettings fusion{rt.settings, rt.timeline.get()};
-  return FusionQueue::create(state.fusionComm, state.facts.rank, state.facts.size, fusion,
+  return FusionQueue::create(state.fusionComm, state.facts().rank, state.facts().size, fusion,
                              &rt.stats, &state.fusion);
 }
 

@@ -36,7 +36,7 @@ bool spansWorlds(MPI_Comm comm, int size) {
 
 CommState::~CommState() {
   fusion.reset();  // completes what is still queued
-  transport.reset();
+  engine.reset();
   if (fusionComm != MPI_COMM_NULL) PMPI_Comm_free(&fusionComm);
   if (privateComm != MPI_COMM_NULL) PMPI_Comm_free(&privateComm);
 }
@@ -55,8 +55,7 @@ Status CommRegistry::stateFor(MPI_Comm comm, bool paramsAgree, CommState** state
     *state = static_cast<CommState*>(attribute);
     return Status::ok();
   }
-  auto created = std::make_unique<CommState>();
-  CommFacts& facts = created->facts;
+  CommFacts facts;
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   facts.interComm = inter != 0;
@@ -64,6 +63,7 @@ Status CommRegistry::stateFor(MPI_Comm comm, bool paramsAgree, CommState** state
   PMPI_Comm_rank(comm, &facts.rank);
   facts.spansWorlds = !facts.interComm && spansWorlds(comm, facts.size);
   facts.paramsAgree = paramsAgree;
+  auto created = std::make_unique<CommState>(facts);
   rc = PMPI_Comm_set_attr(comm, keyval_, created.get());
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_set_attr", rc);
   *state = created.release();
@@ -114,22 +114,17 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
 
 Status CommRegistry::prepareFusion(MPI_Comm comm, CommState& state) {
   if (state.fusionComm != MPI_COMM_NULL) return Status::ok();
-  return createPrivateComm(comm, state.facts.rank, &state.fusionComm);
+  return createPrivateComm(comm, state.facts().rank, &state.fusionComm);
 }
 
-Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state) {
-  if (state.transport) return Status::ok();
+Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, Stats* stats,
+                                 CommState& state) {
+  if (state.engine->isSetUp()) return Status::ok();
   if (state.privateComm == MPI_COMM_NULL) {
-    GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts.rank, &state.privateComm));
+    GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts().rank, &state.privateComm));
   }
   if (settings.fusionAvailable) GFSHIM_RETURN_IF_ERROR(prepareFusion(comm, state));
-  GFSHIM_RETURN_IF_ERROR(describeOnComm(state.privateComm, settings, &state.facts, &state.torusGrid,
-                                        &state.gpu.nodeGpus));
-  // Whether any rank can hold device memory: then every engine call agrees on its GPU route.
-  GFSHIM_RETURN_IF_ERROR(agreeDriverOnSomeRank(state.privateComm, &state.gpu.driverOnSomeRank));
-  state.transport =
-      std::make_unique<PmpiTransport>(state.privateComm, state.facts.rank, state.facts.size);
-  return Status::ok();
+  return state.engine->setUp(state.privateComm, settings, stats, nullptr);
 }
 
 void CommRegistry::stop() {

@@ -12,38 +12,29 @@
 #include <string>
 #include <utility>
 
-#include "algo/torus_grid.h"
-#include "algo/workspace.h"
 #include "common/status.h"
+#include "engine/engine.h"
 #include "engine/fusion_queue.h"
-#include "engine/lossy_allreduce.h"
-#include "engine/nccl_setup.h"
 #include "engine/policy.h"
-#include "transport/pmpi_transport.h"
 
 namespace gfshim {
 
 struct CommState {
-  CommFacts facts;
+  explicit CommState(const CommFacts& facts) : engine(std::make_unique<Engine>(facts)) {}
+  const CommFacts& facts() const { return engine->facts(); }
   MPI_Comm privateComm = MPI_COMM_NULL;  // created collectively at the first engine call
-  // The grid torus2d runs on, from the same setup: GFSHIM_TORUS_DIMS or the nodes; empty when
-  // there is none (chooseAlgorithm then never picks the torus).
-  std::optional<TorusGrid> torusGrid;
+  // Reduces the blocking calls on privateComm (a bucket of one each), once set up.
+  std::unique_ptr<Engine> engine;
   // Set when an engine call failed after sending started: peers may be mid-algorithm and the
   // private communicator may hold unmatched messages, so later calls report an error.
   std::string failure;
-  std::unique_ptr<PmpiTransport> transport;
-  Workspace workspace;
   std::set<std::pair<uint64_t, DType>> loggedShapes;  // (bytes, dtype) already logged at INFO
-  // The communicator of the fusion thread, made by prepareFusion where all ranks make it at the
+  // The communicator of the fusion queue, made by prepareFusion where all ranks make it at the
   // same point (MPI_Init for MPI_COMM_WORLD, the communicator-creating hooks, the first engine
-  // call); the queue and its thread start at the first eligible MPI_Iallreduce.
+  // call); the queue starts there with progress in calls, else at the first eligible
+  // MPI_Iallreduce.
   MPI_Comm fusionComm = MPI_COMM_NULL;
   std::unique_ptr<FusionQueue> fusion;
-  // Residuals and scratch of the lossy modes, made at the first lossy call.
-  std::unique_ptr<LossyState> lossy;
-  GpuCommState gpu;
-
   ~CommState();
 };
 
@@ -60,9 +51,8 @@ class CommRegistry {
   // The state of `comm`, created with its facts on first sight (local calls only).
   Status stateFor(MPI_Comm comm, bool paramsAgree, CommState** state);
   // Collective over `comm`, on the first engine call: creates the private communicator for the
-  // shim's traffic, detects the topology (src/topo/detect.h) into the facts, and builds the
-  // torus grid.
-  Status ensureSetUp(MPI_Comm comm, const Settings& settings, CommState& state);
+  // shim's traffic and sets its engine up on it (topology, torus grid, transport).
+  Status ensureSetUp(MPI_Comm comm, const Settings& settings, Stats* stats, CommState& state);
   // Collective over `comm`: creates the fusion thread's communicator (MPI_Comm_split, see
   // createPrivateComm) unless it exists.
   Status prepareFusion(MPI_Comm comm, CommState& state);

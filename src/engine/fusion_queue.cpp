@@ -10,10 +10,7 @@
 
 #include "common/log.h"
 #include "engine/call_check.h"
-#include "engine/comm_registry.h"
-#include "engine/execute.h"
 #include "engine/fusion_buckets.h"
-#include "engine/gpu_plugin.h"
 #include "transport/pmpi_wait.h"
 
 namespace gfshim {
@@ -151,8 +148,10 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
                            Stats* stats, std::unique_ptr<FusionQueue>* queue) {
   std::unique_ptr<FusionQueue> created(new FusionQueue());
   created->comm_ = comm;
-  created->facts_.rank = rank;
-  created->facts_.size = size;
+  CommFacts facts;
+  facts.rank = rank;
+  facts.size = size;
+  created->engine_ = std::make_unique<Engine>(facts);
   created->settings_ = settings;
   created->settings_.settings.minBytes = 0;  // a bucket is reduced whatever its size
   created->stats_ = stats;
@@ -219,11 +218,7 @@ void FusionQueue::progressAll() {
 }
 
 Status FusionQueue::setUp() {
-  GFSHIM_RETURN_IF_ERROR(
-      describeOnComm(comm_, settings_.settings, &facts_, &grid_, &gpu_.nodeGpus));
-  GFSHIM_RETURN_IF_ERROR(agreeDriverOnSomeRank(comm_, &gpu_.driverOnSomeRank));
-  transport_ = std::make_unique<PmpiTransport>(comm_, facts_.rank, facts_.size);
-  return Status::ok();
+  return engine_->setUp(comm_, settings_.settings, stats_, settings_.timeline);
 }
 
 void FusionQueue::stop() {
@@ -344,7 +339,7 @@ Status FusionQueue::agree(int64_t queued, int64_t* least, int64_t* most) {
   stats_->recordFusion(1, 0, 0);
   std::vector<int64_t> values = {queued};
   const Status status =
-      agreeLeastAndMost(comm_, transport_->waitState(),
+      agreeLeastAndMost(comm_, engine_->waitState(),
                         {"fusion negotiation round", 0, DType::kInt64, RedOp::kMin}, values);
   if (!status.isOk()) {
     GFSHIM_WARN(kEngine, "fusion round failed, fused allreduces on this communicator fail: %s",
@@ -361,190 +356,38 @@ void FusionQueue::took(std::vector<PendingOp>& taken) {
   for (const PendingOp& op : taken) settings_.timeline->dequeued(op.id);
 }
 
-Status FusionQueue::packOperation(const PendingOp& op, std::byte* packed) {
-  if (op.at.send.kind == MemKind::kHost) {
-    std::memcpy(packed, op.send, op.bytes());
-    return Status::ok();
+Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
+  std::vector<BucketOperation> operations;
+  operations.reserve(bucket.ops.size());
+  for (size_t index : bucket.ops) {
+    operations.push_back({run[index].send, run[index].recv, run[index].count, run[index].at});
   }
-  stats_->recordGpu(kGpuFused, op.bytes());
-  return CudaDriver::inProcess()->copyToHost(op.at.send.context, packed, op.send, op.bytes());
-}
-
-Status FusionQueue::unpackOperation(const PendingOp& op, const std::byte* packed) {
-  if (op.at.recv.kind == MemKind::kHost) {
-    std::memcpy(op.recv, packed, op.bytes());
-    return Status::ok();
-  }
-  if (op.at.send.kind == MemKind::kHost) stats_->recordGpu(kGpuFused, op.bytes());
-  return CudaDriver::inProcess()->copyToDevice(op.at.recv.context, op.recv, packed, op.bytes());
-}
-
-Status FusionQueue::reduceOnGpu(const PendingOp* run, const FusionBucket& bucket, const Plan& plan,
-                                bool* done) {
-  *done = false;
-  // Every operation NCCL-placeable, all on one device.
-  const int device = run[bucket.ops.front()].at.recv.device;
-  bool ready = std::all_of(bucket.ops.begin(), bucket.ops.end(), [&](size_t index) {
-    return run[index].at.ncclPlaceable() && run[index].at.recv.device == device;
-  });
-  ready = ready && ncclUsableOn(settings_.settings, gpu_, device, bucket.dtype, bucket.op, nullptr);
-  int64_t everywhere = ready ? 1 : 0;
-  const int rc = agreeMinimum(comm_, &everywhere, 1);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("agreement (fused GPU route)", rc);
-  if (everywhere == 0) return Status::ok();
-  const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
-  bool groupReady = false;
-  GFSHIM_RETURN_IF_ERROR(
-      ensureNcclGroup(comm_, facts_, grid, gpu_, device, settings_.settings, &groupReady));
-  if (!groupReady) return Status::ok();
-  std::vector<GpuFusedOp> ops;
-  ops.reserve(bucket.ops.size());
-  for (size_t index : bucket.ops)
-    ops.push_back({run[index].send, run[index].recv, run[index].bytes()});
-  GpuFusedCall call;
-  call.ops = ops.data();
-  call.opCount = ops.size();
-  call.dtype = bucket.dtype;
-  call.op = bucket.op;
-  call.torus = plan.algo == Algo::kTorus2d && grid != nullptr;
-  call.codec = plan.lossy.codec;
-  call.prescale = settings_.settings.prescale;
-  GpuCallRecord record;
-  char why[256] = {};
-  if (!GpuPlugin::load(nullptr)->fusedAllreduce(gpu_.ncclGroup, &call, &record, why, sizeof(why))) {
-    if (record.declinedEverywhere) {  // every rank stages this bucket instead
-      warnStagedAfterDecline(gpu_, "NCCL fused allreduce", why);
-      return Status::ok();
-    }
-    // The group refuses further calls: this rank votes against NCCL from now on.
-    gpu_.ncclUnusable = std::string("an NCCL fused allreduce failed: ") + why;
-    return Status::error(StatusCode::kTransportError, std::string("NCCL fused allreduce: ") + why,
-                         MPI_ERR_OTHER);
-  }
-  if (plan.lossy.any()) {
-    stats_->recordLossy(ncclLossyRecord(plan.lossy, bucket.bytes, static_cast<size_t>(bucket.count),
-                                        facts_.size, record));
-  }
-  *done = true;
-  return Status::ok();
-}
-
-Status FusionQueue::reduceBucket(const PendingOp* run, const FusionBucket& bucket) {
+  const PendingOp& first = run[bucket.ops.front()];
+  const Bucket reduced{operations.data(), operations.size(), bucket.dtype,
+                       bucket.op,         first.mpiDatatype, first.mpiOp};
+  // The bucket as one in-place call (its operations passed the call-level checks one by one).
   CallInfo call;
   call.count = bucket.count;
   call.dtype = bucket.dtype;
   call.op = bucket.op;
-  const PendingOp& first = run[bucket.ops.front()];
-  // A lone host operation is reduced in the user's buffers; device operations always go through
-  // the packed host buffer.
-  const bool single = bucket.ops.size() == 1 && !first.at.anyDevice();
-  std::byte* packed = nullptr;
-  if (!single) {
-    packed = packed_.reserve(bucket.bytes);
-    if (packed == nullptr) return Status::error(StatusCode::kOutOfMemory, "no memory for a bucket");
-  }
-  call.inPlace = !single || first.send == first.recv;
-  call.sendAddress = reinterpret_cast<uintptr_t>(single ? first.send : packed);
-  call.recvAddress = reinterpret_cast<uintptr_t>(single ? first.recv : packed);
-  Plan plan = planOnComm(planCall(call, settings_.settings), facts_);
-  plan = chooseAlgorithm(plan, facts_, settings_.settings, bucket.dtype, bucket.op, bucket.bytes);
-
-  const std::string size = settings_.timeline == nullptr
-                               ? std::string()
-                               : "\"bytes\": " + std::to_string(bucket.bytes) +
-                                     ", \"operations\": " + std::to_string(bucket.ops.size());
-  // CSC buckets are staged: their residuals per operation live in host memory.
-  if (gpu_.driverOnSomeRank && plan.route == Route::kEngine && !plan.lossy.sparse) {
-    const auto start = std::chrono::steady_clock::now();
-    bool done = false;
-    std::optional<TimelinePhase> phase;
-    phase.emplace(settings_.timeline, "gpu route (agreement, NCCL)", size);
-    GFSHIM_RETURN_IF_ERROR(reduceOnGpu(run, bucket, plan, &done));
-    if (done) {
-      const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-      stats_->record(Reason::kFused, bucket.bytes, facts_.size, static_cast<uint64_t>(nanos));
-      stats_->recordGpu(kGpuNccl, bucket.bytes);
-      return Status::ok();
-    }
-  }
-  size_t offset = 0;
-  Status copyError = Status::ok();
-  if (!single) {
-    const TimelinePhase phase(settings_.timeline, "pack", size);
-    for (size_t index : bucket.ops) {
-      // A failed device copy still takes part (with zeros): the peers reduce this bucket anyway.
-      const Status copied = packOperation(run[index], packed + offset);
-      if (!copied.isOk()) {
-        std::memset(packed + offset, 0, run[index].bytes());
-        if (copyError.isOk()) copyError = copied;
-      }
-      offset += run[index].bytes();
-    }
-  }
-  const void* send = single ? first.send : packed;
-  void* recv = single ? first.recv : packed;
+  call.inPlace = true;
+  call.recvAddress = reinterpret_cast<uintptr_t>(first.recv);
+  const Plan plan =
+      engine_->plan(planCall(call, settings_.settings), bucket.dtype, bucket.op, bucket.bytes);
   const auto start = std::chrono::steady_clock::now();
-  // Inside a task no blocking MPI collective runs (it would hold the application's thread until
-  // every peer joins): there the engine's ring reduces what the cost model gives the MPI.
-  const bool native =
-      plan.route == Route::kPassthrough && call.count <= INT32_MAX && !Task::inTask();
-  std::optional<TimelinePhase> reducePhase;
-  std::string phase = native                        ? "reduce native"
-                      : plan.algo == Algo::kTorus2d ? "reduce torus2d"
-                      : plan.algo == Algo::kChain   ? "reduce chain"
-                                                    : "reduce ring";
-  if (plan.lossy.any()) phase += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
-  reducePhase.emplace(settings_.timeline, phase, size);
-  if (native) {
-    // The cost model prefers the MPI's own algorithm for this bucket.
-    const int rc =
-        PMPI_Allreduce(call.inPlace ? MPI_IN_PLACE : send, recv, static_cast<int>(call.count),
-                       first.mpiDatatype, first.mpiOp, comm_);
-    if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
-  } else {
-    if (plan.route == Route::kPassthrough) {  // inside a task, or too large for an int count
-      plan.route = Route::kEngine;
-      plan.algo = Algo::kRing;
-      plan.segmentBytes = settings_.settings.segmentBytes;
+  BucketOutcome outcome;
+  GFSHIM_RETURN_IF_ERROR(engine_->reduce(reduced, plan, BucketOptions(), &outcome));
+  if (outcome.route == GpuRoute::kPassthrough) {
+    // Device buffers neither NCCL nor staging may take: the MPI reduces each as it is.
+    for (size_t index : bucket.ops) {
+      reduceNative(run[index]);
+      stats_->recordGpu(kGpuToMpi, run[index].bytes());
     }
-    GFSHIM_RETURN_IF_ERROR(reduceEngineBucket(run, bucket, plan, call, send, recv));
   }
   const auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
-  stats_->record(Reason::kFused, bucket.bytes, facts_.size, static_cast<uint64_t>(nanos));
-  reducePhase.reset();
-  if (!single) {
-    const TimelinePhase phase(settings_.timeline, "unpack", size);
-    offset = 0;
-    for (size_t index : bucket.ops) {
-      const Status copied = unpackOperation(run[index], packed + offset);
-      if (!copied.isOk() && copyError.isOk()) copyError = copied;
-      offset += run[index].bytes();
-    }
-  }
-  return copyError;
-}
-
-Status FusionQueue::reduceEngineBucket(const PendingOp* run, const FusionBucket& bucket,
-                                       const Plan& plan, const CallInfo& call, const void* send,
-                                       void* recv) {
-  const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
-  if (!plan.lossy.any()) return executePlan(plan, call, *transport_, workspace_, send, recv, grid);
-  if (!lossy_) lossy_ = std::make_unique<LossyState>(settings_.settings.cscMaxResidualBytes);
-  std::vector<ResidualKey> keys;
-  for (size_t index : bucket.ops) {
-    keys.push_back(
-        {reinterpret_cast<uintptr_t>(run[index].recv), static_cast<size_t>(run[index].count)});
-  }
-  const LossyTarget target{*transport_, workspace_, grid, logicalOrOn(comm_)};
-  LossyRecord record;
-  GFSHIM_RETURN_IF_ERROR(runLossyAllreduce(
-      plan, settings_.settings, static_cast<size_t>(call.count), static_cast<const float*>(send),
-      static_cast<float*>(recv), keys, target, *lossy_, &record));
-  stats_->recordLossy(record);
+  stats_->record(Reason::kFused, bucket.bytes, engine_->facts().size, static_cast<uint64_t>(nanos));
   return Status::ok();
 }
 
@@ -558,7 +401,7 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
       shapes.push_back(op.native ? CallShape{op.count, DType::kByte, RedOp::kBitOr}
                                  : CallShape{op.count, op.dtype, op.op});
     }
-    const Status agreed = agreeOnRound(comm_, transport_->waitState(), shapes);
+    const Status agreed = agreeOnRound(comm_, engine_->waitState(), shapes);
     if (!agreed.isOk()) {
       GFSHIM_WARN(kEngine, "%s; later fused allreduces on this communicator fail",
                   agreed.message().c_str());
@@ -577,8 +420,8 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
     for (; end < taken.size() && !taken[end].native; ++end) {
       shapes.push_back({taken[end].count, taken[end].dtype, taken[end].op});
     }
-    for (const FusionBucket& bucket :
-         packBuckets(shapes, settings_.settings.fusionBytes, fusionAloneBytesOn(facts_))) {
+    for (const FusionBucket& bucket : packBuckets(shapes, settings_.settings.fusionBytes,
+                                                  fusionAloneBytesOn(engine_->facts()))) {
       const Status status = reduceBucket(&taken[start], bucket);
       if (!status.isOk()) {
         GFSHIM_WARN(kEngine, "fused allreduce failed, later ones on this communicator fail: %s",

@@ -9,12 +9,13 @@
 //
 //   round:  each rank contributes its queue length n; one agreement, MIN over [n, -n], gives
 //           min and max (transport/pmpi_wait.h: a PMPI_Allreduce on the thread, a
-//           point-to-point dissemination inside a task). Every rank takes `min` operations from the head of its queue -- the
-//           same operations everywhere, since all ranks start their Iallreduces on a
-//           communicator in the same order -- packs the engine's operations into buckets
-//           (fusion_buckets.h), reduces each bucket with the blocking path's algorithms (ring /
-//           torus2d / the MPI's, chosen by the cost model for the bucket's size), unpacks, and
-//           completes the requests (MPI_Grequest_complete). Operations of at least the cost
+//           point-to-point dissemination inside a task). Every rank takes `min` operations from the
+//           head of its queue -- the same operations everywhere, since all ranks start their
+//           Iallreduces on a communicator in the same order -- packs the engine's operations into
+//           buckets (fusion_buckets.h), reduces each bucket through the queue's Engine
+//           (engine/engine.h: the code that runs a blocking call, which is a bucket of one; ring /
+//           torus2d / the MPI's, chosen by the cost model for the bucket's size, on the host or
+//           through NCCL), and completes the requests (MPI_Grequest_complete). Operations of at least the cost
 //           model's fusionAloneBytes are reduced alone, in place. Operations the engine cannot
 //           reduce (user op, derived datatype) go to PMPI_Allreduce alone, in their place
 //           (queued only under an Open MPI progress thread). min == max means every queue is
@@ -84,19 +85,15 @@
 #include <string>
 #include <thread>
 
-#include "algo/torus_grid.h"
-#include "algo/workspace.h"
 #include "common/status.h"
 #include "common/task.h"
 #include "config/config.h"
 #include "cuda/cuda_driver.h"
+#include "engine/engine.h"
 #include "engine/fusion_rounds.h"
-#include "engine/lossy_allreduce.h"
-#include "engine/nccl_setup.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
-#include "transport/pmpi_transport.h"
 
 namespace gfshim {
 
@@ -222,32 +219,17 @@ class FusionQueue {
   Status reduce(std::vector<PendingOp>& taken);
   void complete(std::vector<PendingOp>& taken, const Status& status);
 
-  // `run` points at the first operation of the run of engine operations `bucket` indexes into.
-  Status reduceBucket(const PendingOp* run, const struct FusionBucket& bucket);
-  // A bucket the engine reduces: exact, or with the plan's lossy modes (residuals per operation).
-  // Copies one operation's send buffer into / its result out of the packed bucket (the driver's
-  // synchronous copies for device memory).
-  Status packOperation(const PendingOp& op, std::byte* packed);
-  // A bucket whose operations are all on one GPU on every rank (agreed with one MIN allreduce,
-  // where some rank has the CUDA driver): reduced by NCCL through the plugin's fused call, no
-  // host copy. *done false: nothing ran, the bucket is staged as usual.
-  Status reduceOnGpu(const PendingOp* run, const FusionBucket& bucket, const Plan& plan,
-                     bool* done);
-  Status unpackOperation(const PendingOp& op, const std::byte* packed);
-  Status reduceEngineBucket(const PendingOp* run, const struct FusionBucket& bucket,
-                            const Plan& plan, const CallInfo& call, const void* send, void* recv);
+  // `run` points at the first operation of the run of engine operations `bucket` indexes into:
+  // the engine reduces them as one bucket (engine/engine.h).
+  Status reduceBucket(PendingOp* run, const struct FusionBucket& bucket);
+  // One operation by PMPI_Allreduce (a native one; a device buffer the MPI must take as it is).
   void reduceNative(PendingOp& op);
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // not owned
-  CommFacts facts_;
-  std::optional<TorusGrid> grid_;
   FusionSettings settings_;
   Stats* stats_ = nullptr;
-  std::unique_ptr<PmpiTransport> transport_;
-  Workspace workspace_;                // the algorithms' scratch
-  Workspace packed_;                   // the fused bucket
-  std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
-  GpuCommState gpu_;  // this thread's own NCCL group (never shared with the blocking path)
+  // Reduces the buckets, with its own NCCL group (never shared with the blocking path's).
+  std::unique_ptr<Engine> engine_;
   FusionRounds<PendingOp> rounds_;
   // Operations enqueued (by the application) and completed (by the thread): waitForEnqueued.
   std::mutex countsMutex_;

@@ -176,7 +176,7 @@ add_test(NAME mpi_gpu_nccl_emulated_16_bits_without_scratch_on_one_rank
                  --expect "gpu_buffers: .* checks passed, 0 calls returned an error"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
                  --expect "\\[0\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: another rank has no device memory for this call\\)"
-                 --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL fused allreduce could not run \\(device allocation of [0-9]+ bytes"
+                 --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL (fused )?allreduce could not run \\(NCCL (fused )?allreduce: device allocation of [0-9]+ bytes"
                  -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
 # One rank's NCCL initialisation fails asynchronously: every rank stages instead.
 add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank

@@ -1,0 +1,372 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "common/task.h"
+#include "engine/call_check.h"
+#include "engine/comm_registry.h"
+#include "engine/execute.h"
+#include "engine/gpu_plugin.h"
+#include "engine/staged_allreduce.h"
+#include "transport/pmpi_wait.h"
+
+namespace gfshim {
+namespace {
+
+// The NUMA node of `device` from hwloc's view of the node (matched by PCI bus id); -1 unknown.
+int numaNodeOf(const CudaDriver& driver, const GpuCommState& gpu, int device) {
+  std::string busId;
+  if (!driver.pciBusId(device, &busId).isOk()) return -1;
+  for (const PciDevice& candidate : gpu.nodeGpus) {
+    if (candidate.pciBus == busId) return candidate.numaNode;
+  }
+  return -1;
+}
+
+// Where the bucket's buffers are, as one call's: a side is device memory when any operation's is.
+BufferPlacements placementsOf(const Bucket& bucket) {
+  BufferPlacements at = bucket.ops[0].at;
+  for (size_t i = 1; i < bucket.opCount; ++i) {
+    const BufferPlacements& op = bucket.ops[i].at;
+    if (op.send.kind == MemKind::kDevice) at.send = op.send;
+    if (op.recv.kind == MemKind::kDevice) at.recv = op.recv;
+  }
+  return at;
+}
+
+std::string phaseArguments(const Timeline* timeline, const Bucket& bucket) {
+  if (timeline == nullptr) return std::string();
+  return "\"bytes\": " + std::to_string(bucket.bytes()) +
+         ", \"operations\": " + std::to_string(bucket.opCount);
+}
+
+std::string reducePhaseName(const Plan& plan) {
+  std::string name = plan.route == Route::kPassthrough ? "reduce native"
+                     : plan.algo == Algo::kTorus2d     ? "reduce torus2d"
+                     : plan.algo == Algo::kChain       ? "reduce chain"
+                                                       : "reduce ring";
+  if (plan.lossy.any()) name += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
+  return name;
+}
+
+}  // namespace
+
+int64_t Bucket::count() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < opCount; ++i) total += ops[i].count;
+  return total;
+}
+
+Status Engine::setUp(MPI_Comm comm, const Settings& settings, Stats* stats, Timeline* timeline) {
+  comm_ = comm;
+  settings_ = settings;
+  stats_ = stats;
+  timeline_ = timeline;
+  GFSHIM_RETURN_IF_ERROR(describeOnComm(comm, settings, &facts_, &grid_, &gpu_.nodeGpus));
+  // Whether any rank can hold device memory: then every bucket agrees on its GPU route.
+  GFSHIM_RETURN_IF_ERROR(agreeDriverOnSomeRank(comm, &gpu_.driverOnSomeRank));
+  transport_ = std::make_unique<PmpiTransport>(comm, facts_.rank, facts_.size);
+  return Status::ok();
+}
+
+Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes) const {
+  const Plan plan = planOnComm(callPlan, facts_);
+  if (plan.route == Route::kPassthrough) return plan;
+  return chooseAlgorithm(plan, facts_, settings_, dtype, op, bytes);
+}
+
+GpuVote Engine::voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const {
+  GpuVote vote;
+  vote.device = at.anyDevice();
+  vote.cannotStage = vote.device && !settings_.gpuStaging;
+  if (!vote.device) return vote;
+  // Every operation on one GPU, NCCL-placeable; the plugin's fused call has no sparse mode, so a
+  // CSC bucket of several operations is staged (its residuals per operation live in host memory).
+  const int device = bucket.ops[0].at.recv.device;
+  bool placeable = bucket.opCount == 1 || !plan.lossy.sparse;
+  for (size_t i = 0; i < bucket.opCount && placeable; ++i) {
+    placeable = bucket.ops[i].at.ncclPlaceable() && bucket.ops[i].at.recv.device == device;
+  }
+  if (!placeable) return vote;
+  std::string why;
+  vote.ncclReady = ncclUsableOn(settings_, gpu_, device, bucket.dtype, bucket.op, &why);
+  if (!why.empty()) {
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true)) {
+      GFSHIM_INFO(kEngine, "GPU buffers are staged through host memory: %s", why.c_str());
+    }
+  }
+  return vote;
+}
+
+Status Engine::agree(const Bucket& bucket, const BucketOptions& options, const GpuVote& vote,
+                     BucketOutcome* outcome, std::array<int32_t, 3>* minimum) {
+  const std::array<int32_t, 3> mine = encodeGpuVote(vote);
+  std::vector<int64_t> values(mine.begin(), mine.end());
+  const bool voting = gpu_.driverOnSomeRank;
+  if (options.checkArguments) {
+    // A mismatch is reported on every rank before any transfer; the engine stays usable. The GPU
+    // route vote rides in the same allreduce.
+    GFSHIM_RETURN_IF_ERROR(agreeOnCall(comm_, transport_->waitState(),
+                                       {bucket.count(), bucket.dtype, bucket.op},
+                                       voting ? &values : nullptr));
+  } else if (voting) {
+    const TimelinePhase phase(timeline_, "gpu route agreement", phaseArguments(timeline_, bucket));
+    const int rc = agreeMinimum(comm_, values.data(), static_cast<int>(values.size()));
+    if (rc != MPI_SUCCESS) return mpiErrorStatus("agreement (GPU route)", rc);
+  }
+  outcome->pastArgumentCheck = true;
+  std::copy(values.begin(), values.end(), minimum->begin());
+  return Status::ok();
+}
+
+Status Engine::reduce(const Bucket& bucket, const Plan& plan, const BucketOptions& options,
+                      BucketOutcome* outcome) {
+  *outcome = BucketOutcome();
+  const BufferPlacements at = placementsOf(bucket);
+  const GpuVote vote = voteFor(bucket, plan, at);
+  std::array<int32_t, 3> minimum{};
+  GFSHIM_RETURN_IF_ERROR(agree(bucket, options, vote, outcome, &minimum));
+  GpuRoute route = at.anyDevice() ? GpuRoute::kStaged : GpuRoute::kHost;
+  // Without a vote (no rank had the driver at setup) a device buffer that appeared since is
+  // staged as one block: the host ranks' wire pattern.
+  if (gpu_.driverOnSomeRank) route = decideGpuRoute(minimum);
+  if (route == GpuRoute::kNccl) {
+    if (options.beforeNccl) options.beforeNccl();
+    const int device = bucket.ops[0].at.recv.device;
+    bool ready = false;
+    const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
+    GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(comm_, facts_, grid, gpu_, device, settings_, &ready));
+    // Agreed on every rank, like the setting: stage, or hand the bucket to the MPI.
+    if (!ready) route = settings_.gpuStaging ? GpuRoute::kStaged : GpuRoute::kPassthrough;
+  }
+  if (route == GpuRoute::kNccl) {
+    bool declined = false;
+    const Status status = reduceOnGpu(bucket, plan, &declined);
+    if (!declined) {
+      if (status.isOk()) stats_->recordGpu(kGpuNccl, bucket.bytes());
+      outcome->route = GpuRoute::kNccl;
+      return status;
+    }
+    // Every rank's call was declined alike: every rank stages it, or fails it.
+    if (!settings_.gpuStaging) return status;
+    warnStagedAfterDecline(gpu_, bucket.opCount == 1 ? "NCCL allreduce" : "NCCL fused allreduce",
+                           status.message());
+    route = GpuRoute::kStaged;
+  }
+  outcome->route = route;
+  GFSHIM_TRACE(kEngine, "bucket of %zu operations, %lld elements, GPU route %s", bucket.opCount,
+               static_cast<long long>(bucket.count()), gpuRouteName(route));
+  if (route == GpuRoute::kPassthrough) {
+    if (at.anyDevice() && !gpu_.warnedNoPath) {
+      gpu_.warnedNoPath = true;
+      GFSHIM_WARN(kEngine,
+                  "a GPU buffer with neither NCCL nor staging (GFSHIM_GPU_STAGING=0) "
+                  "goes to the MPI as it is: the MPI must be CUDA-aware");
+    }
+    return Status::ok();
+  }
+  return reduceOnHost(bucket, plan, route);
+}
+
+Status Engine::reduceOnGpu(const Bucket& bucket, const Plan& plan, bool* declined) {
+  *declined = false;
+  const TimelinePhase phase(timeline_, "gpu route (NCCL)", phaseArguments(timeline_, bucket));
+  const bool torus = plan.algo == Algo::kTorus2d && grid_.has_value();
+  GpuCallRecord record;
+  char why[256] = {};
+  const GpuPluginApi* api = GpuPlugin::load(nullptr);
+  bool ok = false;
+  const char* what = "NCCL allreduce";
+  if (bucket.opCount == 1) {
+    GpuCall call;
+    call.send = bucket.ops[0].send;
+    call.recv = bucket.ops[0].recv;
+    call.count = static_cast<size_t>(bucket.ops[0].count);
+    call.dtype = bucket.dtype;
+    call.op = bucket.op;
+    call.torus = torus;
+    call.codec = plan.lossy.codec;
+    call.prescale = settings_.prescale;
+    if (plan.lossy.sparse) {
+      call.cscDensity = settings_.cscDensity;
+      call.cscChunkElements = settings_.cscChunkElements;
+      call.cscWarmupCalls = static_cast<int64_t>(settings_.cscWarmupCalls);
+    }
+    call.residualKey = reinterpret_cast<uintptr_t>(call.recv);
+    ok = api->allreduce(gpu_.ncclGroup, &call, &record, why, sizeof(why));
+  } else {
+    what = "NCCL fused allreduce";
+    std::vector<GpuFusedOp> ops;
+    ops.reserve(bucket.opCount);
+    for (size_t i = 0; i < bucket.opCount; ++i) {
+      const BucketOperation& op = bucket.ops[i];
+      ops.push_back({op.send, op.recv, static_cast<uint64_t>(op.count) * dtypeBytes(bucket.dtype)});
+    }
+    GpuFusedCall call;
+    call.ops = ops.data();
+    call.opCount = ops.size();
+    call.dtype = bucket.dtype;
+    call.op = bucket.op;
+    call.torus = torus;
+    call.codec = plan.lossy.codec;
+    call.prescale = settings_.prescale;
+    ok = api->fusedAllreduce(gpu_.ncclGroup, &call, &record, why, sizeof(why));
+  }
+  if (!ok) {
+    if (record.declinedEverywhere) {
+      *declined = true;
+      return Status::error(StatusCode::kOutOfMemory, std::string(what) + ": " + why,
+                           MPI_ERR_NO_MEM);
+    }
+    // The group refuses further calls: this rank votes against NCCL from now on.
+    gpu_.ncclUnusable = std::string("an ") + what + " failed: " + why;
+    return Status::error(StatusCode::kTransportError, std::string(what) + ": " + why,
+                         MPI_ERR_OTHER);
+  }
+  if (plan.lossy.any()) {
+    stats_->recordLossy(ncclLossyRecord(plan.lossy, bucket.bytes(),
+                                        static_cast<size_t>(bucket.count()), facts_.size, record));
+  }
+  return Status::ok();
+}
+
+Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route) {
+  const size_t elementBytes = dtypeBytes(bucket.dtype);
+  const std::string arguments = phaseArguments(timeline_, bucket);
+  if (bucket.opCount == 1) {
+    const BucketOperation& op = bucket.ops[0];
+    const size_t count = static_cast<size_t>(op.count);
+    size_t blockElements = count;  // one block: the same wire pattern as a host call
+    // Agreed, so every rank may cut an exact call into pipeline blocks; lossy calls stay whole
+    // (CSC selects over the whole buffer).
+    if (route == GpuRoute::kStaged && gpu_.driverOnSomeRank && !plan.lossy.any()) {
+      blockElements = static_cast<size_t>(settings_.gpuStagingBytes / elementBytes);
+    }
+    const CudaDriver* driver = CudaDriver::inProcess();
+    if (op.at.anyDevice()) {
+      stats_->recordGpu(kGpuStagedEngine, bucket.bytes());
+      const int device =
+          op.at.recv.kind == MemKind::kDevice ? op.at.recv.device : op.at.send.device;
+      if (device != gpu_.stagingDevice) {
+        gpu_.stagingDevice = device;
+        gpu_.stagingNumaNode = numaNodeOf(*driver, gpu_, device);
+      }
+    }
+    const TimelinePhase phase(timeline_, reducePhaseName(plan), arguments);
+    const StagedCall staged{op.send, op.recv, op.at, count, elementBytes};
+    return runStagedAllreduce(
+        driver, gpu_.staging, gpu_.stagingNumaNode, staged, blockElements,
+        [&](const void* in, void* out, size_t first, size_t elements) {
+          // Residuals follow the user's buffer, wherever it lives.
+          const std::vector<ResidualKey> keys = {
+              {reinterpret_cast<uintptr_t>(op.recv) + first * elementBytes, elements}};
+          return reduceBlock(bucket, plan, in, out, static_cast<int64_t>(elements), keys);
+        });
+  }
+  std::byte* packed = packed_.reserve(bucket.bytes());
+  if (packed == nullptr) return Status::error(StatusCode::kOutOfMemory, "no memory for a bucket");
+  Status copyError = Status::ok();
+  {
+    const TimelinePhase phase(timeline_, "pack", arguments);
+    pack(bucket, packed, &copyError);
+  }
+  std::vector<ResidualKey> keys;
+  if (plan.lossy.any()) {
+    for (size_t i = 0; i < bucket.opCount; ++i) {
+      keys.push_back({reinterpret_cast<uintptr_t>(bucket.ops[i].recv),
+                      static_cast<size_t>(bucket.ops[i].count)});
+    }
+  }
+  {
+    const TimelinePhase phase(timeline_, reducePhaseName(plan), arguments);
+    GFSHIM_RETURN_IF_ERROR(reduceBlock(bucket, plan, packed, packed, bucket.count(), keys));
+  }
+  const TimelinePhase phase(timeline_, "unpack", arguments);
+  const Status unpacked = unpack(bucket, packed);
+  return copyError.isOk() ? unpacked : copyError;
+}
+
+Status Engine::reduceBlock(const Bucket& bucket, const Plan& plan, const void* in, void* out,
+                           int64_t count, const std::vector<ResidualKey>& keys) {
+  const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
+  if (plan.lossy.any()) {
+    if (!lossy_) lossy_ = std::make_unique<LossyState>(settings_.cscMaxResidualBytes);
+    const LossyTarget target{*transport_, workspace_, grid, logicalOrOn(comm_)};
+    LossyRecord record;
+    GFSHIM_RETURN_IF_ERROR(runLossyAllreduce(
+        plan, settings_, static_cast<size_t>(count), static_cast<const float*>(in),
+        static_cast<float*>(out), keys, target, *lossy_, &record));
+    stats_->recordLossy(record);
+    return Status::ok();
+  }
+  Plan run = plan;
+  if (plan.route == Route::kPassthrough) {
+    // The cost model prefers the MPI's own algorithm (a fusion round's bucket; a blocking call
+    // that it gives to the MPI never reaches the engine). Inside a task no blocking collective
+    // may run, and the MPI's counts are int: the ring reduces it there.
+    if (count <= INT_MAX && !Task::inTask()) {
+      const int rc = PMPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(count),
+                                    bucket.mpiDatatype, bucket.mpiOp, comm_);
+      return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allreduce", rc);
+    }
+    run.route = Route::kEngine;
+    run.algo = Algo::kRing;
+    run.segmentBytes = settings_.segmentBytes;
+  }
+  CallInfo block;
+  block.count = count;
+  block.dtype = bucket.dtype;
+  block.op = bucket.op;
+  block.inPlace = in == out;
+  return executePlan(run, block, *transport_, workspace_, in, out, grid);
+}
+
+void Engine::pack(const Bucket& bucket, std::byte* packed, Status* copyError) {
+  const CudaDriver* driver = CudaDriver::inProcess();
+  const size_t elementBytes = dtypeBytes(bucket.dtype);
+  for (size_t i = 0; i < bucket.opCount; ++i) {
+    const BucketOperation& op = bucket.ops[i];
+    const size_t bytes = static_cast<size_t>(op.count) * elementBytes;
+    Status copied = Status::ok();
+    if (op.at.send.kind == MemKind::kHost) {
+      std::memcpy(packed, op.send, bytes);
+    } else {
+      stats_->recordGpu(kGpuFused, bytes);
+      copied = driver->copyToHost(op.at.send.context, packed, op.send, bytes);
+    }
+    // A failed device copy still takes part (with zeros): the peers reduce this bucket anyway.
+    if (!copied.isOk()) {
+      std::memset(packed, 0, bytes);
+      if (copyError->isOk()) *copyError = copied;
+    }
+    packed += bytes;
+  }
+}
+
+Status Engine::unpack(const Bucket& bucket, const std::byte* packed) {
+  const CudaDriver* driver = CudaDriver::inProcess();
+  const size_t elementBytes = dtypeBytes(bucket.dtype);
+  Status copyError = Status::ok();
+  for (size_t i = 0; i < bucket.opCount; ++i) {
+    const BucketOperation& op = bucket.ops[i];
+    const size_t bytes = static_cast<size_t>(op.count) * elementBytes;
+    if (op.at.recv.kind == MemKind::kHost) {
+      std::memcpy(op.recv, packed, bytes);
+    } else {
+      if (op.at.send.kind == MemKind::kHost) stats_->recordGpu(kGpuFused, bytes);
+      const Status copied = driver->copyToDevice(op.at.recv.context, op.recv, packed, bytes);
+      if (!copied.isOk() && copyError.isOk()) copyError = copied;
+    }
+    packed += bytes;
+  }
+  return copyError;
+}
+
+}  // namespace gfshim

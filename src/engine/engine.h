@@ -1,0 +1,147 @@
+// The engine: one communicator's machinery that reduces a bucket. A bucket is a run of
+// operations of one (datatype, op) reduced as one allreduce of their concatenation; a blocking
+// MPI_Allreduce is a bucket of one, a fusion round's bucket holds many (engine/fusion_queue.h).
+// The blocking hook and the fusion queue each own an Engine on a private communicator of their
+// own, and both reduce through Engine::reduce, so placement, agreement and algorithm are decided
+// and run in one place:
+//
+//   plan      planOnComm + chooseAlgorithm on the agreed facts (plan()): engine algorithm, the
+//             MPI's own (pass-through), lossy modes. Inside a task no blocking MPI collective may
+//             run (it would hold the application's thread until every peer joins), and the MPI's
+//             counts are int: there the ring reduces what the cost model gives the MPI.
+//   agree     one small agreement: the arguments (GFSHIM_CHECK_CALLS, for a blocking call; a
+//             fusion round checks its operations once per round) and, where some rank has the
+//             CUDA driver, the GPU route vote (engine/gpu_route.h) in the same allreduce
+//   route     NCCL through the plugin (one operation: its allreduce, lossy modes included; many:
+//             its fused allreduce, exact or a codec), else the host: one operation through the
+//             staging pipeline in blocks (engine/staged_allreduce.h; host buffers in place),
+//             many packed into one host buffer (device buffers copied, a failed copy reduced as
+//             zeros); or, where a device buffer may be neither reduced by NCCL nor staged, back
+//             to the caller, which hands the operations to the MPI
+//   reduce    on host memory: the lossy modes (engine/lossy_allreduce.h, residuals per
+//             operation), the MPI's own allreduce, or the engine's algorithm (engine/execute.h)
+//
+// Every step depends only on agreed values, so every rank runs the same steps (invariant 3); a
+// local failure after the agreement (a failed device copy) still runs the collective steps and
+// is reported after them.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "algo/torus_grid.h"
+#include "algo/workspace.h"
+#include "common/status.h"
+#include "config/config.h"
+#include "cuda/cuda_driver.h"
+#include "engine/gpu_route.h"
+#include "engine/lossy_allreduce.h"
+#include "engine/nccl_setup.h"
+#include "engine/policy.h"
+#include "engine/stats.h"
+#include "engine/timeline.h"
+#include "transport/pmpi_transport.h"
+
+namespace gfshim {
+
+// One operation of a bucket (send == recv for MPI_IN_PLACE).
+struct BucketOperation {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int64_t count = 0;
+  BufferPlacements at;  // where its buffers are (cuda/cuda_driver.h)
+};
+
+struct Bucket {
+  const BucketOperation* ops = nullptr;
+  size_t opCount = 0;
+  DType dtype = DType::kByte;
+  RedOp op = RedOp::kSum;
+  // The application's handles, for a bucket the plan gives to the MPI's own algorithm.
+  MPI_Datatype mpiDatatype = MPI_DATATYPE_NULL;
+  MPI_Op mpiOp = MPI_OP_NULL;
+  int64_t count() const;
+  uint64_t bytes() const { return static_cast<uint64_t>(count()) * dtypeBytes(dtype); }
+};
+
+struct BucketOptions {
+  // Agree the arguments (count, datatype, op) first: a mismatch fails the call on every rank
+  // before any transfer (GFSHIM_CHECK_CALLS, engine/call_check.h).
+  bool checkArguments = false;
+  // Runs on every rank before an agreed NCCL route starts (the blocking path waits there for its
+  // fusion queue's NCCL work: FusionQueue::waitForEnqueued).
+  std::function<void()> beforeNccl;
+};
+
+struct BucketOutcome {
+  // kPassthrough: nothing ran (a device buffer that neither NCCL nor staging may take); the
+  // caller hands the operations to the MPI, on every rank alike.
+  GpuRoute route = GpuRoute::kHost;
+  // The arguments agreed (or were not checked): a failure after this point may leave peers
+  // mid-transfer, so the communicator's engine is unusable afterwards.
+  bool pastArgumentCheck = false;
+};
+
+class Engine {
+ public:
+  // `facts` holds the communicator's rank, size and the checks made before its setup.
+  explicit Engine(const CommFacts& facts) : facts_(facts) {}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Collective over `comm` (a private duplicate the caller frees after the engine): detects the
+  // topology into the facts, builds the torus grid, agrees whether some rank has the CUDA driver
+  // and makes the transport. `timeline` (may be null) gets the bucket's phases.
+  Status setUp(MPI_Comm comm, const Settings& settings, Stats* stats, Timeline* timeline);
+  bool isSetUp() const { return transport_ != nullptr; }
+
+  const CommFacts& facts() const { return facts_; }
+  MPI_Comm comm() const { return comm_; }
+  WaitState& waitState() { return transport_->waitState(); }
+
+  // The plan of a bucket of `bytes` whose call-level plan is `callPlan` (planCall): pass-through
+  // or engine on this communicator, and its algorithm. Agreed inputs only.
+  Plan plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes) const;
+
+  // Collective: reduces the bucket with `plan` (from plan(), not a pass-through unless the bucket
+  // came from a fusion round). *outcome says which route ran.
+  Status reduce(const Bucket& bucket, const Plan& plan, const BucketOptions& options,
+                BucketOutcome* outcome);
+
+ private:
+  // This rank's GPU route vote for the bucket (engine/gpu_route.h).
+  GpuVote voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const;
+  Status agree(const Bucket& bucket, const BucketOptions& options, const GpuVote& vote,
+               BucketOutcome* outcome, std::array<int32_t, 3>* minimum);
+  // NCCL through the plugin. *declined: every rank's plugin refused it alike before any transfer.
+  Status reduceOnGpu(const Bucket& bucket, const Plan& plan, bool* declined);
+  // Host memory: one operation through the staging pipeline, or the packed bucket.
+  Status reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route);
+  // The plan on one block of host memory: `keys` name the operations' residuals (lossy modes).
+  Status reduceBlock(const Bucket& bucket, const Plan& plan, const void* in, void* out,
+                     int64_t count, const std::vector<ResidualKey>& keys);
+  // Copies the operations' send buffers into / their results out of the packed bucket (the
+  // driver's synchronous copies for device memory). A failed copy in leaves zeros in *copyError's
+  // place and is reduced anyway: the peers reduce the bucket too.
+  void pack(const Bucket& bucket, std::byte* packed, Status* copyError);
+  Status unpack(const Bucket& bucket, const std::byte* packed);
+
+  CommFacts facts_;
+  MPI_Comm comm_ = MPI_COMM_NULL;  // not owned
+  Settings settings_;
+  Stats* stats_ = nullptr;
+  Timeline* timeline_ = nullptr;
+  std::optional<TorusGrid> grid_;
+  std::unique_ptr<PmpiTransport> transport_;
+  Workspace workspace_;                // the algorithms' scratch
+  Workspace packed_;                   // a bucket of several operations
+  std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
+  GpuCommState gpu_;                   // staging area and this engine's own NCCL group
+};
+
+}  // namespace gfshim

@@ -11,46 +11,56 @@ namespace gfshim {
 // MINLOC/MAXLOC ({float,int}, ...); their size includes the struct padding, i.e. it is the
 // datatype's extent, which is the stride between elements in user memory.
 enum class DType : uint8_t {
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kUInt8,
-  kUInt16,
-  kUInt32,
-  kUInt64,
-  kFloat32,
-  kFloat64,
-  kLongDouble,
-  kComplexFloat32,
-  kComplexFloat64,
-  kComplexLongDouble,
-  kBool,  // C _Bool (MPI_C_BOOL)
-  kByte,  // MPI_BYTE: bitwise ops only
-  kFloatInt,
-  kDoubleInt,
-  kLongInt,
-  kIntInt,
-  kShortInt,
-  kLongDoubleInt,
+  kInt8 = 0,
+  kInt16 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kUInt8 = 4,
+  kUInt16 = 5,
+  kUInt32 = 6,
+  kUInt64 = 7,
+  kFloat32 = 8,
+  kFloat64 = 9,
+  kLongDouble = 10,
+  kComplexFloat32 = 11,
+  kComplexFloat64 = 12,
+  kComplexLongDouble = 13,
+  kBool = 14,  // C _Bool (MPI_C_BOOL)
+  kByte = 15,  // MPI_BYTE: bitwise ops only
+  kFloatInt = 16,
+  kDoubleInt = 17,
+  kLongInt = 18,
+  kIntInt = 19,
+  kShortInt = 20,
+  kLongDoubleInt = 21,
   kCount
 };
 
 enum class RedOp : uint8_t {
-  kSum,
-  kProd,
-  kMax,
-  kMin,
-  kLogicalAnd,
-  kLogicalOr,
-  kLogicalXor,
-  kBitAnd,
-  kBitOr,
-  kBitXor,
-  kMinLoc,
-  kMaxLoc,
+  kSum = 0,
+  kProd = 1,
+  kMax = 2,
+  kMin = 3,
+  kLogicalAnd = 4,
+  kLogicalOr = 5,
+  kLogicalXor = 6,
+  kBitAnd = 7,
+  kBitOr = 8,
+  kBitXor = 9,
+  kMinLoc = 10,
+  kMaxLoc = 11,
   kCount
 };
+
+// DType and RedOp cross the GPU plugin ABI (GpuCall, GpuFusedCall and supports() in
+// cuda/gpu_plugin_api.h), and the tables below are indexed by value, so the values are pinned
+// (dense from 0): reordering the lines changes none of them, and the checks catch a kCount that
+// moved. A new one takes the next value, before kCount, with a new kGpuPluginAbiVersion and the
+// count here.
+static_assert(sizeof(DType) == 1 && static_cast<int>(DType::kCount) == 22,
+              "DType's values are part of the GPU plugin ABI");
+static_assert(sizeof(RedOp) == 1 && static_cast<int>(RedOp::kCount) == 12,
+              "RedOp's values are part of the GPU plugin ABI");
 
 enum class MemKind : uint8_t { kHost, kDevice };
 

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <type_traits>
 
 extern char** environ;
 
@@ -27,8 +29,8 @@ constexpr ParamType Path = ParamType::kPath;
 constexpr ParamScope Plan = ParamScope::kPlan;
 constexpr ParamScope Local = ParamScope::kLocal;
 
-const ParamSpec kSpecs[kParamCount] = {
-#define GFSHIM_PARAM(NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, DOC) \
+constexpr ParamSpec kSpecs[kParamCount] = {
+#define GFSHIM_PARAM(NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, SETTING, DOC) \
   {"GFSHIM_" #NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, DOC},
 #include "params.def"
 #undef GFSHIM_PARAM
@@ -471,47 +473,97 @@ std::string Config::planSummary() const {
   return summary;
 }
 
+// ---- Settings from a Config: generated from the SETTING column of params.def ----------------
+
+namespace {
+
+// The rows checked at compile time; a failure names the parameter.
+#define GFSHIM_CHECK_Member(NAME, TYPE, DEFAULT, ACCEPTED, ENUM)                              \
+  static_assert(ParamType::k##TYPE != ParamType::kBool || std::string_view(DEFAULT) == "0" || \
+                    std::string_view(DEFAULT) == "1",                                         \
+                "GFSHIM_" #NAME ": a Bool's DEFAULT is 0 or 1 (Settings{} reads it)");
+#define GFSHIM_CHECK_Choice(NAME, TYPE, DEFAULT, ACCEPTED, ENUM)                                 \
+  static_assert(ParamType::k##TYPE == ParamType::kEnum,                                          \
+                "GFSHIM_" #NAME ": Choice(...) is for Enum rows");                               \
+  static_assert(choicesSpell<ENUM>(ACCEPTED),                                                    \
+                "GFSHIM_" #NAME ": the enumerators of " #ENUM " must spell ACCEPTED, in order"); \
+  static_assert(acceptedIndex(ACCEPTED, DEFAULT) >= 0, "GFSHIM_" #NAME ": DEFAULT not ACCEPTED");
+#define GFSHIM_CHECK_Custom(NAME, TYPE, DEFAULT, ACCEPTED, ENUM)
+#define GFSHIM_CHECK(NAME, TYPE, DEFAULT, ACCEPTED, KIND, MEMBER, ENUM) \
+  GFSHIM_CHECK_##KIND(NAME, TYPE, DEFAULT, ACCEPTED, ENUM)
+#define GFSHIM_PARAM(NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, SETTING, DOC) \
+  GFSHIM_SETTING_ROW(GFSHIM_CHECK, NAME, TYPE, DEFAULT, ACCEPTED, SETTING)
+#include "params.def"
+#undef GFSHIM_PARAM
+#undef GFSHIM_CHECK
+#undef GFSHIM_CHECK_Member
+#undef GFSHIM_CHECK_Choice
+#undef GFSHIM_CHECK_Custom
+
+constexpr const char* acceptedOf(Param param) { return kSpecs[static_cast<int>(param)].accepted; }
+
+// A Member(...) or Choice(...) setting from its parsed value; the member's type (MemberTypeOf its
+// TYPE, or the Choice's enum) picks the field of ParamValue.
+void readSetting(const ParamValue& value, bool* out) { *out = value.number != 0; }
+void readSetting(const ParamValue& value, uint64_t* out) { *out = value.number; }
+void readSetting(const ParamValue& value, double* out) { *out = value.decimal; }
+void readSetting(const ParamValue& value, std::string* out) { *out = value.text; }
+template <typename Enum>
+void readSetting(const ParamValue& value, Enum* out) {
+  static_assert(std::is_enum_v<Enum>);
+  *out = choiceAt<Enum>(value.number);
+}
+
+// The Custom(...) rows: typed forms of their own, each named by its row and written here only.
+void torusDims(const ParamValue& value, Settings* settings) {  // Grid: X << 32 | Y, 0 when unset
+  settings->torusX = static_cast<int>(value.number >> 32);
+  settings->torusY = static_cast<int>(value.number & 0xffffffffu);
+}
+
+constexpr int kProbeHwlocBit = acceptedIndex(acceptedOf(Param::TOPO_DETECT), "HWLOC");
+constexpr int kProbeUcxBit = acceptedIndex(acceptedOf(Param::TOPO_DETECT), "UCX");
+static_assert(kProbeHwlocBit >= 0 && kProbeUcxBit >= 0, "GFSHIM_TOPO_DETECT names HWLOC and UCX");
+void topoProbes(const ParamValue& value, Settings* settings) {  // List: bit i is ACCEPTED's i-th
+  settings->probeHwloc = ((value.number >> kProbeHwlocBit) & 1) != 0;
+  settings->probeUcx = ((value.number >> kProbeUcxBit) & 1) != 0;
+}
+
+static_assert(choicesSpell<LogLevel>(acceptedOf(Param::DEBUG)),
+              "GFSHIM_DEBUG's ACCEPTED list must spell LogLevel's enumerators, in order");
+void logLevel(const ParamValue& value, Settings* settings) {
+  readSetting(value, &settings->log.level);
+}
+
+static_assert(choicesSpell<LogSubsys>(acceptedOf(Param::DEBUG_SUBSYS)),
+              "GFSHIM_DEBUG_SUBSYS's ACCEPTED list must spell LogSubsys's enumerators, in order");
+void logSubsystems(const ParamValue& value, Settings* settings) {
+  uint32_t mask = 0;
+  for (size_t i = 0; i < std::size(Choices<LogSubsys>::kNames); ++i) {
+    if ((value.number >> i) & 1) mask |= static_cast<uint32_t>(Choices<LogSubsys>::kNames[i].value);
+  }
+  settings->log.subsysMask = mask;
+}
+
+// GFSHIM_CONFIG names the file Config::load reads; it has no typed setting.
+void readByConfigLoad(const ParamValue&, Settings*) {}
+
+}  // namespace
+
 Settings settingsFrom(const Config& config) {
   Settings settings;
-  settings.enable = config.flag(Param::ENABLE);
-  settings.algo = static_cast<AlgoChoice>(config.choice(Param::ALGO));
-  settings.minBytes = config.bytes(Param::MIN_BYTES);
-  settings.segmentBytes = config.bytes(Param::SEGMENT_BYTES);
-  settings.torusX = static_cast<int>(config.value(Param::TORUS_DIMS).number >> 32);
-  settings.torusY = static_cast<int>(config.value(Param::TORUS_DIMS).number & 0xffffffffu);
-  settings.log.level = static_cast<LogLevel>(config.choice(Param::DEBUG));
-  settings.log.subsysMask = config.mask(Param::DEBUG_SUBSYS);
-  settings.fusion = config.flag(Param::FUSION);
-  settings.fusionBytes = config.bytes(Param::FUSION_BYTES);
-  settings.cycleMs = config.value(Param::CYCLE_MS).decimal;
-  settings.progressChoice = static_cast<ProgressChoice>(config.choice(Param::PROGRESS));
-  settings.fusionMinBytes = config.bytes(Param::FUSION_MIN_BYTES);
-  settings.compress = static_cast<WireCodec>(config.choice(Param::COMPRESS));
-  settings.compressMinBytes = config.bytes(Param::COMPRESS_MIN_BYTES);
-  settings.prescale = config.flag(Param::PRESCALE);
-  settings.nccl = config.flag(Param::NCCL);
-  settings.ncclTimeoutSec = config.value(Param::NCCL_TIMEOUT_SEC).decimal;
-  settings.gpuStaging = config.flag(Param::GPU_STAGING);
-  settings.gpuStagingBytes = config.bytes(Param::GPU_STAGING_BYTES);
-  settings.cscDensity = config.value(Param::CSC_DENSITY).decimal;
-  settings.cscChunkElements = config.count(Param::CSC_CHUNK);
-  settings.cscWarmupCalls = config.count(Param::CSC_WARMUP_CALLS);
-  settings.cscMaxResidualBytes = config.bytes(Param::CSC_MAX_RESIDUAL_BYTES);
-  settings.shadowEvery = config.count(Param::SHADOW_EVERY);
-  settings.reproducible = config.flag(Param::REPRODUCIBLE);
-  settings.checkCalls = config.flag(Param::CHECK_CALLS);
-  settings.topoFile = config.text(Param::TOPO_FILE);
-  settings.topoDump = config.text(Param::TOPO_DUMP);
-  settings.timeline = config.text(Param::TIMELINE);
-  settings.probeHwloc = (config.mask(Param::TOPO_DETECT) & 1u) != 0;  // order of ACCEPTED
-  settings.probeUcx = (config.mask(Param::TOPO_DETECT) & 2u) != 0;
-  settings.intraGbps = config.value(Param::INTRA_GBPS).decimal;
-  settings.intraLatencyUs = config.value(Param::INTRA_LATENCY_US).decimal;
-  settings.interGbps = config.value(Param::INTER_GBPS).decimal;
-  settings.interLatencyUs = config.value(Param::INTER_LATENCY_US).decimal;
-  settings.stats = config.flag(Param::STATS);
-  settings.strict = config.flag(Param::STRICT);
-  settings.stallWarnSec = config.value(Param::STALL_WARN_SEC).decimal;
+#define GFSHIM_FILL_Member(NAME, MEMBER) readSetting(config.value(Param::NAME), &settings.MEMBER);
+#define GFSHIM_FILL_Choice(NAME, MEMBER) readSetting(config.value(Param::NAME), &settings.MEMBER);
+#define GFSHIM_FILL_Custom(NAME, FUNCTION) FUNCTION(config.value(Param::NAME), &settings);
+#define GFSHIM_FILL(NAME, TYPE, DEFAULT, ACCEPTED, KIND, MEMBER, ENUM) \
+  GFSHIM_FILL_##KIND(NAME, MEMBER)
+#define GFSHIM_PARAM(NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, SETTING, DOC) \
+  GFSHIM_SETTING_ROW(GFSHIM_FILL, NAME, TYPE, DEFAULT, ACCEPTED, SETTING)
+#include "params.def"
+#undef GFSHIM_PARAM
+#undef GFSHIM_FILL
+#undef GFSHIM_FILL_Member
+#undef GFSHIM_FILL_Choice
+#undef GFSHIM_FILL_Custom
   return settings;
 }
 

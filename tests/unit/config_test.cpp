@@ -276,5 +276,158 @@ TEST(Config, DecimalCanonicalTextIsExactSoThePlanHashSeesEveryDigit) {
   }
 }
 
+// ---- Settings, generated from the SETTING column of params.def ----
+
+// A valid value other than the default: the other flag, the range's upper end (else its lower
+// one), the last choice (else the first), a path.
+std::string otherValue(const ParamSpec& spec, const std::string& defaultText) {
+  const std::string accepted = spec.accepted;
+  switch (spec.type) {
+    case ParamType::kBool:
+      return defaultText == "1" ? "0" : "1";
+    case ParamType::kSize:
+    case ParamType::kCount:
+    case ParamType::kDecimal: {
+      const size_t dots = accepted.find("..");
+      const std::string high = accepted.substr(dots + 2);
+      return high != defaultText ? high : accepted.substr(0, dots);
+    }
+    case ParamType::kEnum: {
+      const std::string first = accepted.substr(0, accepted.find('|'));
+      const std::string last = accepted.substr(accepted.rfind('|') + 1);
+      return last != defaultText ? last : first;
+    }
+    case ParamType::kPath:
+      return "/tmp/gfshim-settings-test";
+    case ParamType::kList:
+    case ParamType::kGrid:
+      break;
+  }
+  return "";
+}
+
+// Whether a setting holds a parsed value; an enumerator by its name, not its position.
+bool holds(bool setting, const ParamValue& value) { return setting == (value.number != 0); }
+bool holds(uint64_t setting, const ParamValue& value) { return setting == value.number; }
+bool holds(double setting, const ParamValue& value) { return setting == value.decimal; }
+bool holds(const std::string& setting, const ParamValue& value) { return setting == value.text; }
+template <typename Enum>
+bool holds(Enum setting, const ParamValue& value) {
+  for (const ChoiceName& choice : Choices<Enum>::kNames) {
+    if (choice.value == static_cast<int>(setting)) {
+      return acceptedIndex(value.text.c_str(), choice.name) == 0 &&
+             acceptedCount(value.text.c_str()) == 1;
+    }
+  }
+  return false;
+}
+
+// Setting GFSHIM_<param> changes the member `read` reads, to the value Config parsed.
+template <typename Read>
+void expectFollows(Param param, Read read) {
+  const ParamSpec& spec = paramSpec(param);
+  const Config defaults = Config::defaults();
+  const std::string text = otherValue(spec, defaults.text(param));
+  const Config config = Config::load(inputs({{spec.name, text}}));
+  ASSERT_TRUE(config.diagnostics().empty()) << spec.name << "=" << text;
+  EXPECT_TRUE(holds(read(settingsFrom(config)), config.value(param))) << spec.name << "=" << text;
+  EXPECT_TRUE(holds(read(settingsFrom(defaults)), defaults.value(param))) << spec.name;
+  EXPECT_FALSE(read(settingsFrom(config)) == read(settingsFrom(defaults))) << spec.name;
+}
+
+// Settings{} holds the table's default, except that numbers are 0.
+template <typename Read>
+void expectDefaultConstructed(Param param, Read read) {
+  const ParamSpec& spec = paramSpec(param);
+  const auto constructed = read(Settings{});
+  if (spec.type == ParamType::kSize || spec.type == ParamType::kCount ||
+      spec.type == ParamType::kDecimal) {
+    EXPECT_TRUE(constructed == decltype(constructed){}) << spec.name;
+  } else {
+    EXPECT_TRUE(holds(constructed, Config::defaults().value(param))) << spec.name;
+  }
+}
+
+#define GFSHIM_EACH_Member(NAME, MEMBER) \
+  GFSHIM_CHECK_SETTING(Param::NAME, [](const Settings& s) { return s.MEMBER; });
+#define GFSHIM_EACH_Choice(NAME, MEMBER) GFSHIM_EACH_Member(NAME, MEMBER)
+#define GFSHIM_EACH_Custom(NAME, FUNCTION)
+#define GFSHIM_EACH(NAME, TYPE, DEFAULT, ACCEPTED, KIND, MEMBER, ENUM) \
+  GFSHIM_EACH_##KIND(NAME, MEMBER)
+#define GFSHIM_PARAM(NAME, TYPE, DEFAULT, ACCEPTED, SCOPE, SETTING, DOC) \
+  GFSHIM_SETTING_ROW(GFSHIM_EACH, NAME, TYPE, DEFAULT, ACCEPTED, SETTING)
+
+TEST(Settings, EveryGeneratedMemberFollowsItsParameter){
+#define GFSHIM_CHECK_SETTING expectFollows
+#include "params.def"
+#undef GFSHIM_CHECK_SETTING
+}
+
+TEST(Settings, DefaultConstructedHoldsTheTableDefaultsExceptNumbers){
+#define GFSHIM_CHECK_SETTING expectDefaultConstructed
+#include "params.def"
+#undef GFSHIM_CHECK_SETTING
+}
+
+#undef GFSHIM_PARAM
+#undef GFSHIM_EACH
+#undef GFSHIM_EACH_Member
+#undef GFSHIM_EACH_Choice
+#undef GFSHIM_EACH_Custom
+
+TEST(Settings, CustomRows) {
+  const Settings defaults = settingsFrom(Config::defaults());
+  EXPECT_EQ(defaults.torusX, 0);
+  EXPECT_EQ(defaults.torusY, 0);
+  EXPECT_TRUE(defaults.probeHwloc);
+  EXPECT_TRUE(defaults.probeUcx);
+  EXPECT_EQ(defaults.log.level, LogLevel::kWarn);
+  EXPECT_EQ(defaults.log.subsysMask, (1u << 7) - 1);
+
+  const Settings set =
+      settingsFrom(Config::load(inputs({{"GFSHIM_TORUS_DIMS", "2x3"},
+                                        {"GFSHIM_TOPO_DETECT", "ucx"},
+                                        {"GFSHIM_DEBUG", "trace"},
+                                        {"GFSHIM_DEBUG_SUBSYS", "engine,POLICY"}})));
+  EXPECT_EQ(set.torusX, 2);
+  EXPECT_EQ(set.torusY, 3);
+  EXPECT_FALSE(set.probeHwloc);
+  EXPECT_TRUE(set.probeUcx);
+  EXPECT_EQ(set.log.level, LogLevel::kTrace);
+  EXPECT_EQ(set.log.subsysMask,
+            static_cast<uint32_t>(LogSubsys::kPolicy) | static_cast<uint32_t>(LogSubsys::kEngine));
+
+  const Settings noUcx = settingsFrom(Config::load(inputs({{"GFSHIM_TOPO_DETECT", "^UCX"}})));
+  EXPECT_TRUE(noUcx.probeHwloc);
+  EXPECT_FALSE(noUcx.probeUcx);
+}
+
+// The compile-time check behind Choice(...) rows: reordering, adding or dropping a name on one
+// side only fails it.
+TEST(Settings, EnumeratorsMustSpellTheAcceptedListInOrder) {
+  EXPECT_TRUE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d"));
+  EXPECT_TRUE(choicesSpell<AlgoChoice>("AUTO|Ring|native|TORUS2D"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|native|ring|torus2d"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d|tree"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus"));
+  EXPECT_FALSE(choicesSpell<WireCodec>("none|bf16|fp16"));
+  EXPECT_TRUE(choicesSpell<LogLevel>(paramSpec(Param::DEBUG).accepted));
+  EXPECT_EQ(acceptedIndex("HWLOC|UCX", "ucx"), 1);
+  EXPECT_EQ(acceptedIndex("HWLOC|UCX", "UC"), -1);
+  EXPECT_EQ(acceptedIndex("HWLOC|UCX", "UCXX"), -1);
+  EXPECT_EQ(acceptedIndex("", "UCX"), -1);
+  EXPECT_EQ(acceptedCount(""), 0);
+  EXPECT_EQ(acceptedCount("a|b|c"), 3);
+}
+
+// Values that cross the GPU plugin ABI keep their numbers whatever the order of the names.
+TEST(Settings, WireCodecValuesArePinnedAndReadByName) {
+  EXPECT_EQ(settingsFrom(Config::load(inputs({{"GFSHIM_COMPRESS", "bf16"}}))).compress,
+            WireCodec::kBf16);
+  EXPECT_EQ(static_cast<int>(WireCodec::kBf16), 2);
+  EXPECT_EQ(choiceAt<WireCodec>(2), WireCodec::kBf16);
+}
+
 }  // namespace
 }  // namespace gfshim

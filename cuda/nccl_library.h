@@ -1,6 +1,6 @@
 // NCCL loaded at run time: the plugin dlopens libnccl.so.2 (RTLD_NOW | RTLD_LOCAL) the first time
 // it is probed, instead of linking it, so a machine without NCCL gets a clear reason from probe()
-// rather than a failed dlopen of the whole plugin (cuda/gpu_plugin_api.h).
+// rather than a failed dlopen of the whole plugin (src/gpu/gpu_plugin_api.h).
 //
 // nccl.h is included for its types only; every function is called through this table. The table
 // is resolved once per process (thread-safe) and never unloaded: NCCL keeps threads and CUDA

@@ -1,5 +1,5 @@
 // libgfshim_cuda.so: allreduces on GPU buffers through NCCL, behind the C table of
-// cuda/gpu_plugin_api.h (the plugin's only exported symbol is gfshim_gpu_plugin_api).
+// src/gpu/gpu_plugin_api.h (the plugin's only exported symbol is gfshim_gpu_plugin_api).
 //
 // What one group holds: the world, row and column NCCL communicators (made from ids the shim
 // distributed), one non-blocking CUDA stream (ordered at each call's start after the
@@ -72,8 +72,8 @@
 
 #include "common/status.h"
 #include "compress/csc.h"
+#include "gpu/gpu_plugin_api.h"
 #include "gpu_kernels.h"
-#include "gpu_plugin_api.h"
 #include "nccl_library.h"
 
 namespace gfshim::cuda {

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "common/log.h"
-#include "cuda/cuda_driver.h"
-#include "engine/engine.h"
 #include "engine/policy.h"
+#include "gpu/cuda_driver.h"
 #include "hooks/hook_api.h"
 #include "hooks/mpi_handles.h"
 #include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
 #include "hooks/staged_passthrough.h"
+#include "mpi/engine.h"
 
 namespace gfshim::hooks {
 namespace {

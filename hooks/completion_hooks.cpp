@@ -33,10 +33,10 @@
 
 #include <chrono>
 
-#include "engine/fusion_queue.h"
 #include "hooks/hook_api.h"
 #include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
+#include "mpi/fusion_queue.h"
 
 namespace gfshim::hooks {
 namespace {

@@ -21,12 +21,12 @@
 #include <thread>
 
 #include "common/log.h"
-#include "cuda/cuda_driver.h"
+#include "gpu/cuda_driver.h"
 #include "hooks/hook_api.h"
 #include "hooks/next_mpi.h"
 #include "hooks/runtime.h"
-#include "topo/detect.h"
-#include "transport/stall_inspector.h"
+#include "mpi/detect.h"
+#include "mpi/stall_inspector.h"
 #include "version.h"
 
 namespace gfshim::hooks {

@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "config/config.h"
-#include "engine/comm_registry.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
+#include "mpi/comm_registry.h"
 
 namespace gfshim::hooks {
 

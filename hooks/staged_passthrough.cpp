@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cuda/cuda_driver.h"
+#include "gpu/cuda_driver.h"
 
 namespace gfshim::hooks {
 

@@ -3,8 +3,8 @@
 // for that. (Calls the engine runs choose their GPU route in engine/engine.h.)
 #pragma once
 
-#include "cuda/cuda_driver.h"
 #include "engine/policy.h"
+#include "gpu/cuda_driver.h"
 #include "hooks/runtime.h"
 
 namespace gfshim::hooks {

@@ -26,10 +26,10 @@
 #include "compress/half_codec.h"
 #include "config/config.h"
 #include "engine/cost_model.h"
-#include "engine/gpu_plugin.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
-#include "topo/detect.h"
+#include "gpu/gpu_plugin.h"
+#include "mpi/detect.h"
 #include "topo/local_topology.h"
 #include "version.h"
 

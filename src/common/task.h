@@ -5,7 +5,7 @@
 // machine (UCC's init/post/progress tasks): the ring, torus, chain, compressed-ring and CSC
 // executors, the fusion rounds and the agreements stay written once, as straight-line code, and
 // become resumable at their waits: a wait inside a task tests its transfer and yields until it
-// completes (transport/pmpi_wait.h). So the same code serves a blocking call (run directly, its
+// completes (src/mpi/pmpi_wait.h). So the same code serves a blocking call (run directly, its
 // waits block) and a queued operation progressed from the application's own MPI calls
 // (engine/fusion_queue.h, GFSHIM_PROGRESS=calls). One switch costs a swapcontext (~0.1-0.3 us),
 // paid only while a transfer is still in flight.
@@ -20,9 +20,9 @@
 // resumes of one task); a task resumed on another thread than before sees that thread's
 // thread-locals, so code that runs in a task reads them afresh at each use and keeps no
 // thread-local's address across a yield (the shim's are initial-exec, read with one
-// %fs-relative load, or read through functions that are not inlined). The stack is mmap'ed with a guard page below it, and only the pages touched
-// cost memory. Sanitizers are told about every switch (AddressSanitizer's and ThreadSanitizer's
-// fiber annotations), so tasks run under both.
+// %fs-relative load, or read through functions that are not inlined). The stack is mmap'ed with a
+// guard page below it, and only the pages touched cost memory. Sanitizers are told about every
+// switch (AddressSanitizer's and ThreadSanitizer's fiber annotations), so tasks run under both.
 #pragma once
 
 #include <cstddef>

@@ -53,7 +53,7 @@ enum class RedOp : uint8_t {
 };
 
 // DType and RedOp cross the GPU plugin ABI (GpuCall, GpuFusedCall and supports() in
-// cuda/gpu_plugin_api.h), and the tables below are indexed by value, so the values are pinned
+// src/gpu/gpu_plugin_api.h), and the tables below are indexed by value, so the values are pinned
 // (dense from 0): reordering the lines changes none of them, and the checks catch a kCount that
 // moved. A new one takes the next value, before kCount, with a new kGpuPluginAbiVersion and the
 // count here.

@@ -137,7 +137,7 @@ GFSHIM_CHOICES(AlgoChoice, GFSHIM_ALGO_CHOICES);
 enum class WireCodec : int { GFSHIM_COMPRESS_CHOICES(GFSHIM_ENUMERATOR) };
 GFSHIM_CHOICES(WireCodec, GFSHIM_COMPRESS_CHOICES);
 // WireCodec crosses the GPU plugin ABI (GpuCall::codec, GpuFusedCall::codec in
-// cuda/gpu_plugin_api.h) and indexes the stats' rows per codec: its values are pinned, whatever
+// src/gpu/gpu_plugin_api.h) and indexes the stats' rows per codec: its values are pinned, whatever
 // the order of the names. Changing one is an ABI change (kGpuPluginAbiVersion).
 static_assert(sizeof(WireCodec) == 4 && static_cast<int>(WireCodec::kNone) == 0 &&
                   static_cast<int>(WireCodec::kFp16) == 1 &&

@@ -1,6 +1,6 @@
 // The topology value: how a communicator's ranks sit on nodes, what hardware a node has (hwloc)
 // and what the links between ranks cost (UCX's figures, parameters, or defaults). Plain data,
-// independent of MPI: src/topo/detect.cpp fills it collectively and agrees it across ranks,
+// independent of MPI: src/mpi/detect.cpp fills it collectively and agrees it across ranks,
 // the policy's cost model reads its link costs, gfshim-info prints it, and GFSHIM_TOPO_FILE /
 // GFSHIM_TOPO_DUMP read and write it in the text format below.
 //

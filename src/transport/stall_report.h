@@ -1,4 +1,4 @@
-// What the stall inspector (transport/stall_inspector.h) says about one stalled wait: a pure
+// What the stall inspector (src/mpi/stall_inspector.h) says about one stalled wait: a pure
 // function of what the waiting rank knows and what its peers answered, so the wording and the
 // "who has not joined" rule are unit-tested without MPI.
 #pragma once
@@ -13,8 +13,8 @@ namespace gfshim {
 
 // A peer's answer to "which operation are you at on this communicator?".
 struct StallAnswer {
-  bool answered = false;   // false: no answer within the inspector's grace period
-  uint64_t operations = 0;  // engine operations the peer has started on the communicator
+  bool answered = false;       // false: no answer within the inspector's grace period
+  uint64_t operations = 0;     // engine operations the peer has started on the communicator
   double waitingSeconds = -1;  // how long it has been waiting in the engine; -1: not waiting
 };
 

@@ -1,6 +1,6 @@
 // Transport: the point-to-point operations an algorithm schedule runs on. Implementations: PMPI
-// on a private duplicate communicator (transport/pmpi_transport), and an in-process fake with
-// rendezvous semantics for threads-as-ranks tests (transport/fake_transport).
+// on a private duplicate communicator (src/mpi/pmpi_transport), and an in-process fake with
+// rendezvous semantics for threads-as-ranks tests (tests/fake/fake_transport.h).
 //
 // Contract, as for MPI nonblocking point-to-point: a posted send's buffer must stay untouched and
 // a posted receive's buffer unread until wait() on its id returns; messages between one pair of
@@ -41,7 +41,7 @@ class Transport {
 
   // Called by the engine as it starts each operation over this transport; every rank of the
   // communicator starts the same operations in the same order, so their counts compare across
-  // ranks (transport/stall_inspector.h).
+  // ranks (src/mpi/stall_inspector.h).
   virtual void operationStarted(const OperationLabel& /*label*/) {}
 
   // Bytes posted for sending over this transport so far: what the stats report as on the wire.

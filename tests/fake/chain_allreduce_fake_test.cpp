@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine/execute.h"
+#include "fake/fake_transport.h"
 #include "fake/thread_ranks.h"
-#include "transport/fake_transport.h"
 
 namespace gfshim {
 namespace {
@@ -74,8 +74,7 @@ void expectBitsEqual(const std::vector<T>& expected, const std::vector<T>& actua
   ASSERT_EQ(expected.size(), actual.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_EQ(std::memcmp(&expected[i], &actual[i], sizeof(T)), 0)
-        << what << ": element " << i << " is " << actual[i] << ", rank order gives "
-        << expected[i];
+        << what << ": element " << i << " is " << actual[i] << ", rank order gives " << expected[i];
   }
 }
 
@@ -85,14 +84,16 @@ TEST(ChainAllreduceFake, EveryRankHoldsTheRankOrderedSumForEverySegmentSize) {
     for (size_t count : {size_t{0}, size_t{1}, q - 1, q + 1, size_t{1021}, size_t{30000}}) {
       const auto inputs = randomInputs<float>(p, count, static_cast<unsigned>(p * 7919 + count));
       const std::vector<float> expected = rankOrderedSum(inputs);
-      for (uint64_t segmentBytes : {uint64_t{4}, uint64_t{100}, uint64_t{4096}, uint64_t{1} << 20}) {
+      for (uint64_t segmentBytes :
+           {uint64_t{4}, uint64_t{100}, uint64_t{4096}, uint64_t{1} << 20}) {
         if (segmentBytes == 4 && count > 2000) continue;  // keeps the message count reasonable
         for (bool inPlace : {false, true}) {
           SCOPED_TRACE(testing::Message() << "p=" << p << " count=" << count
                                           << " segment=" << segmentBytes << " inPlace=" << inPlace);
           const auto recv = runOnRanks(chainPlan(segmentBytes), DType::kFloat32, inputs, inPlace);
           for (int r = 0; r < p; ++r) {
-            ASSERT_NO_FATAL_FAILURE(expectBitsEqual(expected, recv[static_cast<size_t>(r)], "rank"));
+            ASSERT_NO_FATAL_FAILURE(
+                expectBitsEqual(expected, recv[static_cast<size_t>(r)], "rank"));
           }
         }
       }
@@ -124,8 +125,8 @@ TEST(ChainAllreduceFake, ASliceOfALargerBufferGivesTheSameBits) {
 // not reproduce the rank-ordered bits, so the checks above can tell the orders apart.
 TEST(ChainAllreduceFake, TheRingSumsInAnotherOrderOnTheSameData) {
   const auto inputs = randomInputs<float>(4, 30000, 11);
-  const auto recv =
-      runOnRanks(enginePlan(Algo::kRing, Reason::kRingForced, 4096), DType::kFloat32, inputs, false);
+  const auto recv = runOnRanks(enginePlan(Algo::kRing, Reason::kRingForced, 4096), DType::kFloat32,
+                               inputs, false);
   const std::vector<float> expected = rankOrderedSum(inputs);
   EXPECT_NE(std::memcmp(expected.data(), recv[0].data(), expected.size() * sizeof(float)), 0);
 }

@@ -17,8 +17,8 @@
 #include "algo/torus_allreduce.h"
 #include "algo/torus_grid.h"
 #include "compress/half_codec.h"
+#include "fake/fake_transport.h"
 #include "fake/thread_ranks.h"
-#include "transport/fake_transport.h"
 
 namespace gfshim {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "algo/ring_allreduce.h"
 #include "compress/csc.h"
+#include "fake/fake_transport.h"
 #include "fake/thread_ranks.h"
-#include "transport/fake_transport.h"
 
 namespace gfshim {
 namespace {
@@ -74,7 +74,7 @@ struct CscRun {
   // [call][rank], after the call; char, not bool: ranks are threads, and vector<bool> packs
   // neighbouring ranks into one word, so their writes raced
   std::vector<std::vector<char>> residualZero;
-  Buffers residual;                                          // [rank], after the last call
+  Buffers residual;  // [rank], after the last call
 };
 
 CscRun runCsc(int p, size_t count, const CscParams& params, const std::vector<Buffers>& inputs,

@@ -24,7 +24,7 @@
 #include "common/task.h"
 #include "engine/execute.h"
 #include "engine/fusion_rounds.h"
-#include "transport/fake_transport.h"
+#include "fake/fake_transport.h"
 
 namespace gfshim {
 namespace {

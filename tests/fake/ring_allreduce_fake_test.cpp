@@ -9,8 +9,8 @@
 
 #include "algo/ring_schedule.h"
 #include "engine/execute.h"
+#include "fake/fake_transport.h"
 #include "fake/thread_ranks.h"
-#include "transport/fake_transport.h"
 
 namespace gfshim {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/policy.h"
-#include "transport/fake_transport.h"
+#include "fake/fake_transport.h"
 
 namespace gfshim {
 

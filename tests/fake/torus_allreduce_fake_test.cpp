@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "engine/execute.h"
+#include "fake/fake_transport.h"
 #include "fake/thread_ranks.h"
-#include "transport/fake_transport.h"
 
 namespace gfshim {
 namespace {

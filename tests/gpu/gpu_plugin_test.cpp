@@ -27,7 +27,7 @@
 
 #include "compress/csc.h"
 #include "compress/half_codec.h"
-#include "gpu_plugin_api.h"
+#include "gpu/gpu_plugin_api.h"
 
 namespace gfshim {
 namespace {

@@ -1,4 +1,4 @@
-// A stand-in for the GPU plugin libgfshim_cuda.so (cuda/gpu_plugin_api.h) on machines without a
+// A stand-in for the GPU plugin libgfshim_cuda.so (src/gpu/gpu_plugin_api.h) on machines without a
 // GPU, for the tests of what the shim does around NCCL: the route vote, the distribution of the
 // world, row and column unique ids, the two-step setup and its agreed fallback when a rank fails
 // or hangs, fused buckets on the NCCL path, and the destruction of the groups. The tests put it
@@ -42,7 +42,7 @@
 
 #include "algo/reducer.h"
 #include "compress/half_codec.h"
-#include "gpu_plugin_api.h"
+#include "gpu/gpu_plugin_api.h"
 
 extern "C" {
 #include "cuda_test_api.h"

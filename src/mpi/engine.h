@@ -38,14 +38,14 @@
 #include "algo/workspace.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "cuda/cuda_driver.h"
 #include "engine/gpu_route.h"
 #include "engine/lossy_allreduce.h"
-#include "engine/nccl_setup.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
-#include "transport/pmpi_transport.h"
+#include "gpu/cuda_driver.h"
+#include "mpi/nccl_setup.h"
+#include "mpi/pmpi_transport.h"
 
 namespace gfshim {
 
@@ -54,7 +54,7 @@ struct BucketOperation {
   const void* send = nullptr;
   void* recv = nullptr;
   int64_t count = 0;
-  BufferPlacements at;  // where its buffers are (cuda/cuda_driver.h)
+  BufferPlacements at;  // where its buffers are (src/gpu/cuda_driver.h)
 };
 
 struct Bucket {

@@ -1,4 +1,4 @@
-#include "transport/fake_transport.h"
+#include "fake/fake_transport.h"
 
 #include <cstring>
 #include <string>
@@ -113,7 +113,7 @@ Status FakeTransport::wait(TransferId id) {
     std::unique_lock<std::mutex> lock(fabric_.mutex_);
     bool completed = false;
     if (Task::inTask()) {
-      // As the PMPI transport's waits (transport/pmpi_wait.h): test, and yield until done.
+      // As the PMPI transport's waits (src/mpi/pmpi_wait.h): test, and yield until done.
       while (!(completed = fabric_.tryComplete(channel, slot.sequence)) &&
              std::chrono::steady_clock::now() < deadline) {
         lock.unlock();

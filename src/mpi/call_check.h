@@ -14,7 +14,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
-#include "transport/stall_inspector.h"
+#include "mpi/stall_inspector.h"
 
 namespace gfshim {
 

@@ -1,4 +1,4 @@
-#include "engine/nccl_setup.h"
+#include "mpi/nccl_setup.h"
 
 #include <unistd.h>
 
@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "common/log.h"
-#include "cuda/cuda_driver.h"
-#include "engine/gpu_plugin.h"
-#include "transport/pmpi_transport.h"
+#include "gpu/cuda_driver.h"
+#include "gpu/gpu_plugin.h"
+#include "mpi/pmpi_transport.h"
 #include "transport/private_tags.h"
 
 namespace gfshim {

@@ -8,17 +8,17 @@
 // hooks/comm_hook.cpp; not the blocking path's, so the two never match each other's messages):
 //
 //   round:  each rank contributes its queue length n; one agreement, MIN over [n, -n], gives
-//           min and max (transport/pmpi_wait.h: a PMPI_Allreduce on the thread, a
+//           min and max (src/mpi/pmpi_wait.h: a PMPI_Allreduce on the thread, a
 //           point-to-point dissemination inside a task). Every rank takes `min` operations from the
 //           head of its queue -- the same operations everywhere, since all ranks start their
 //           Iallreduces on a communicator in the same order -- packs the engine's operations into
 //           buckets (fusion_buckets.h), reduces each bucket through the queue's Engine
 //           (engine/engine.h: the code that runs a blocking call, which is a bucket of one; ring /
 //           torus2d / the MPI's, chosen by the cost model for the bucket's size, on the host or
-//           through NCCL), and completes the requests (MPI_Grequest_complete). Operations of at least the cost
-//           model's fusionAloneBytes are reduced alone, in place. Operations the engine cannot
-//           reduce (user op, derived datatype) go to PMPI_Allreduce alone, in their place
-//           (queued only under an Open MPI progress thread). min == max means every queue is
+//           through NCCL), and completes the requests (MPI_Grequest_complete). Operations of at
+//           least the cost model's fusionAloneBytes are reduced alone, in place. Operations the
+//           engine cannot reduce (user op, derived datatype) go to PMPI_Allreduce alone, in their
+//           place (queued only under an Open MPI progress thread). min == max means every queue is
 //           empty after the round: the thread sleeps on a condition variable until the next
 //           Iallreduce (no core is burned while idle), then gathers the burst for
 //           GFSHIM_CYCLE_MS or until the application waits; the task yields until one is
@@ -38,7 +38,7 @@
 // opal_progress_register: inside every MPI call that waits, on any communicator, so a rank
 // blocked in MPI_Barrier still serves its peers' rounds) and from the Iallreduce hook (a round
 // starts at once: no cycle is waited for). Inside the task nothing blocks: transfers and
-// agreements test and yield (transport/pmpi_wait.h), so progress calls nest safely and one
+// agreements test and yield (src/mpi/pmpi_wait.h), so progress calls nest safely and one
 // thread drives any number of queues. The queue is set up (topology, transport) where its
 // communicator is made, a collective point; the Iallreduce hook stays local. The application's
 // thread level is untouched (no MPI_THREAD_MULTIPLE), and no MPI nonblocking collective runs
@@ -88,12 +88,12 @@
 #include "common/status.h"
 #include "common/task.h"
 #include "config/config.h"
-#include "cuda/cuda_driver.h"
-#include "engine/engine.h"
 #include "engine/fusion_rounds.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
+#include "gpu/cuda_driver.h"
+#include "mpi/engine.h"
 
 namespace gfshim {
 
@@ -121,7 +121,7 @@ struct PendingOp {
   GrequestResult* result = nullptr;
   std::chrono::steady_clock::time_point queuedAt;
   uint64_t id = 0;  // for the timeline
-  // Where the buffers are (cuda/cuda_driver.h): device buffers are packed and unpacked with the
+  // Where the buffers are (src/gpu/cuda_driver.h): device buffers are packed and unpacked with the
   // driver's copies, so a bucket always reduces host memory (the wire pattern is the host one).
   BufferPlacements at;
   size_t bytes() const { return static_cast<size_t>(count) * dtypeBytes(dtype); }  // not native

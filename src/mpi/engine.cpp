@@ -1,4 +1,4 @@
-#include "engine/engine.h"
+#include "mpi/engine.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,12 +9,12 @@
 
 #include "common/log.h"
 #include "common/task.h"
-#include "engine/call_check.h"
-#include "engine/comm_registry.h"
 #include "engine/execute.h"
-#include "engine/gpu_plugin.h"
-#include "engine/staged_allreduce.h"
-#include "transport/pmpi_wait.h"
+#include "gpu/gpu_plugin.h"
+#include "gpu/staged_allreduce.h"
+#include "mpi/call_check.h"
+#include "mpi/comm_registry.h"
+#include "mpi/pmpi_wait.h"
 
 namespace gfshim {
 namespace {

@@ -131,7 +131,7 @@ struct GpuPluginApi {
   bool (*groupPrepare)(const GpuGroupSpec* spec, void** group, char* why, size_t whyBytes);
   // Collective over every rank of the spec, in two halves so that no rank ever waits inside NCCL's
   // initialisation for a peer that gave up (the shim tells the ranks each other's outcome in
-  // between polls, src/engine/nccl_setup.cpp). groupConnectStart begins NCCL's nonblocking
+  // between polls, src/mpi/nccl_setup.cpp). groupConnectStart begins NCCL's nonblocking
   // initialisation (ncclCommInitRankConfig, blocking = 0) of the world communicator;
   // groupConnectPoll advances it (then the row's, then the column's) without blocking and returns
   // one of GpuConnectState. After kFailed (*why) or a peer's failure the caller destroys the group

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/stall_inspector.h"
+#include "mpi/stall_inspector.h"
 #include "transport/transport.h"
 
 namespace gfshim {

@@ -28,7 +28,7 @@
 #include <functional>
 
 #include "common/status.h"
-#include "cuda/cuda_driver.h"
+#include "gpu/cuda_driver.h"
 
 namespace gfshim {
 

@@ -1,4 +1,4 @@
-#include "engine/staged_allreduce.h"
+#include "gpu/staged_allreduce.h"
 
 #include <sys/mman.h>
 #include <sys/syscall.h>

@@ -1,10 +1,10 @@
-#include "engine/comm_registry.h"
+#include "mpi/comm_registry.h"
 
 #include <string>
 #include <vector>
 
 #include "common/log.h"
-#include "topo/detect.h"
+#include "mpi/detect.h"
 
 namespace gfshim {
 namespace {

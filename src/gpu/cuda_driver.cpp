@@ -1,4 +1,4 @@
-#include "cuda/cuda_driver.h"
+#include "gpu/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <link.h>

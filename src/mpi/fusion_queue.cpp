@@ -1,4 +1,4 @@
-#include "engine/fusion_queue.h"
+#include "mpi/fusion_queue.h"
 
 #include <sys/prctl.h>
 #include <time.h>
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "common/log.h"
-#include "engine/call_check.h"
 #include "engine/fusion_buckets.h"
-#include "transport/pmpi_wait.h"
+#include "mpi/call_check.h"
+#include "mpi/pmpi_wait.h"
 
 namespace gfshim {
 

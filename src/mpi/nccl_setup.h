@@ -11,10 +11,10 @@
 
 #include "algo/torus_grid.h"
 #include "common/status.h"
-#include "cuda/gpu_plugin_api.h"
 #include "engine/policy.h"
-#include "engine/staged_allreduce.h"
 #include "engine/stats.h"
+#include "gpu/gpu_plugin_api.h"
+#include "gpu/staged_allreduce.h"
 #include "topo/topology.h"
 
 namespace gfshim {

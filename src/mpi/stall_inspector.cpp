@@ -1,4 +1,4 @@
-#include "transport/stall_inspector.h"
+#include "mpi/stall_inspector.h"
 
 #include <sys/prctl.h>
 #include <time.h>
@@ -54,9 +54,9 @@ struct Watched {
   int rank;
   int size;
   WaitState* state;
-  int64_t waitSeen = 0;       // the waitingSinceNs the warnings below refer to
+  int64_t waitSeen = 0;        // the waitingSinceNs the warnings below refer to
   double nextWarnSeconds = 0;  // warn when the wait is older than this
-  int askedTicksAgo = -1;     // -1: not asking
+  int askedTicksAgo = -1;      // -1: not asking
   std::vector<StallAnswer> answers;
 };
 

@@ -1,4 +1,4 @@
-#include "engine/gpu_plugin.h"
+#include "gpu/gpu_plugin.h"
 
 #include <dlfcn.h>
 

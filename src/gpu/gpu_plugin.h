@@ -1,4 +1,4 @@
-// libgfshim_cuda.so, the GPU plugin (cuda/gpu_plugin_api.h), found beside the library this code
+// libgfshim_cuda.so, the GPU plugin (src/gpu/gpu_plugin_api.h), found beside the library this code
 // is linked into and loaded at the first call that could use NCCL. A build without CUDA, a
 // machine without the plugin, NCCL or a device: load() explains why, once, and the GPU buffers
 // are staged instead.
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cuda/gpu_plugin_api.h"
+#include "gpu/gpu_plugin_api.h"
 
 namespace gfshim {
 

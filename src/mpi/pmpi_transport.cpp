@@ -1,4 +1,4 @@
-#include "transport/pmpi_transport.h"
+#include "mpi/pmpi_transport.h"
 
 #include <climits>
 #include <mutex>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "transport/pmpi_wait.h"
+#include "mpi/pmpi_wait.h"
 #include "transport/private_tags.h"
 
 namespace gfshim {

@@ -1,4 +1,4 @@
-#include "topo/detect.h"
+#include "mpi/detect.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,8 +9,8 @@
 #include <string>
 
 #include "common/log.h"
+#include "mpi/pmpi_transport.h"
 #include "topo/local_topology.h"
-#include "transport/pmpi_transport.h"
 
 namespace gfshim {
 namespace {

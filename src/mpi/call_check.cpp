@@ -1,9 +1,9 @@
-#include "engine/call_check.h"
+#include "mpi/call_check.h"
 
 #include <algorithm>
 
-#include "transport/pmpi_transport.h"
-#include "transport/pmpi_wait.h"
+#include "mpi/pmpi_transport.h"
+#include "mpi/pmpi_wait.h"
 
 namespace gfshim {
 

@@ -13,9 +13,9 @@
 #include <utility>
 
 #include "common/status.h"
-#include "engine/engine.h"
-#include "engine/fusion_queue.h"
 #include "engine/policy.h"
+#include "mpi/engine.h"
+#include "mpi/fusion_queue.h"
 
 namespace gfshim {
 
@@ -38,7 +38,7 @@ struct CommState {
   ~CommState();
 };
 
-// Collective over `comm`: detects the topology (src/topo/detect.h) into `facts` (whose rank and
+// Collective over `comm`: detects the topology (src/mpi/detect.h) into `facts` (whose rank and
 // size are already set) and builds the torus grid; logs the result at INFO.
 Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
                       std::optional<TorusGrid>* torusGrid,

@@ -1,4 +1,4 @@
-#include "transport/pmpi_wait.h"
+#include "mpi/pmpi_wait.h"
 
 #include <algorithm>
 #include <vector>

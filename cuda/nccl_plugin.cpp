@@ -21,17 +21,18 @@
 //                   row ncclAllGather(recv + rowRank*shard -> recv, in place)
 //                 tail N - body (< R elements) by one world ncclAllReduce: correct for every N,
 //                 count < R included (then the tail is everything)
-//   fp16/bf16     [in place: copy send to scratch]  encode(send * 1/p or 1) -> wire (16 bits)
+//   fp16/bf16     runHalfWireSteps (src/compress/half_wire_steps.h) over DeviceHalfWire:
+//                 [in place: copy send to scratch]  encode(send * 1/p or 1) -> wire (16 bits)
 //                 ring or torus as above on the wire, in place, ncclFloat16 / ncclBfloat16
 //                 decode(wire) * (p or 1) -> recv; any Inf/NaN in recv (identical on every
-//                 rank) -> the exact float call from the kept input, record.overflowRedo. This
-//                 is the CPU rule (src/engine/lossy_allreduce.cpp): the redo does not ask
-//                 whether the inputs already held Inf/NaN.
-//   CSC           mirrors cscAllreduce (src/compress/csc.cpp) step for step: agree dense or
-//                 sparse (one int, world MAX), residual += send with chunk norms, world
-//                 ncclAllReduce of the norms (exact), top-k selection, gather, the dense step
-//                 above on the packed values (packed -> summed, so no input copy), scatter into
-//                 recv and clear the selected residual chunks.
+//                 rank) -> the exact float call from the kept input, record.overflowRedo (the
+//                 redo does not ask whether the inputs already held Inf/NaN).
+//   CSC           runCscSteps (src/compress/csc_steps.h), the control flow the host engine
+//                 runs too, over this group's primitives (DeviceCsc): agree sparse, dense or
+//                 cannot run (one int, world MAX), residual += send with chunk norms (kernel),
+//                 world ncclAllReduce of the norms (exact), top-k selection (kernel), gather,
+//                 the dense step above on the packed values (packed -> summed, so no input
+//                 copy), scatter into recv and clear the selected residual chunks (kernel).
 //   fused bucket  one gather kernel packs the operations into the bucket, the exact or the
 //                 fp16/bf16 shape above runs on it in place, one scatter kernel unpacks it
 //                 (CSC buckets never come here: the shim stages them)
@@ -63,7 +64,6 @@
 #include <cstring>
 #include <exception>
 #include <limits>
-#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -72,6 +72,9 @@
 
 #include "common/status.h"
 #include "compress/csc.h"
+#include "compress/csc_residual_book.h"
+#include "compress/csc_steps.h"
+#include "compress/half_wire_steps.h"
 #include "gpu/gpu_plugin_api.h"
 #include "gpu_kernels.h"
 #include "nccl_library.h"
@@ -242,66 +245,52 @@ struct ScratchAsk {
 
 // ---- Residuals of CSC, in device memory ---------------------------------------------------------
 
+// Device floats, released through the group's DeviceMemory.
+struct DeviceFloatsRelease {
+  const DeviceMemory* memory;
+  void operator()(float* values) const { memory->release(values); }
+};
+
 struct DeviceResidual {
-  float* values = nullptr;  // `count` floats, zero when created
+  std::unique_ptr<float, DeviceFloatsRelease> values;  // `count` floats, zero when created
   size_t count = 0;
   int64_t callsSeen = 0;
 };
 
-// CscResidualStore's rules (src/compress/csc.h) over device memory: one entry per residual key
-// (the user's recv address) in this group; another count at the same key replaces the entry; a
-// new entry that would take the bytes held past the cap is refused (the call runs dense).
+// The residual store's rules (src/compress/csc_residual_book.h), shared with the host, over device
+// memory: one entry per residual key (the user's recv address) in this group. No entry for an
+// empty buffer (a call of count 0 never reaches CSC here).
 class DeviceResidualStore {
  public:
   DeviceResidualStore(uint64_t capBytes, const DeviceMemory& memory)
-      : capBytes_(capBytes), memory_(memory) {}
+      : book_(capBytes), memory_(memory) {}
   DeviceResidualStore(const DeviceResidualStore&) = delete;
   DeviceResidualStore& operator=(const DeviceResidualStore&) = delete;
-  ~DeviceResidualStore() { release(); }
-  void release() {
-    for (auto& [key, entry] : entries_) memory_.release(entry.values);
-    entries_.clear();
-    bytesHeld_ = 0;
-  }
+  void release() { book_.clear(); }  // before the group's stream goes (stream-ordered frees)
 
   // *entry = the key's residual, created zeroed (on `stream`) if absent; nullptr when refused by
   // the cap or by the allocator. Errors only when zeroing a new entry fails.
   Status findOrCreate(uintptr_t key, size_t count, cudaStream_t stream, DeviceResidual** entry) {
-    *entry = nullptr;
-    auto found = entries_.find(key);
-    if (found != entries_.end()) {
-      if (found->second.count == count) {
-        *entry = &found->second;
-        return Status::ok();
-      }
-      bytesHeld_ -= found->second.count * sizeof(float);
-      memory_.release(found->second.values);
-      entries_.erase(found);
-    }
-    if (count == 0 || count > (capBytes_ - bytesHeld_) / sizeof(float)) return Status::ok();
+    bool fits = false;
+    *entry = book_.find(key, count, &fits);
+    if (*entry != nullptr || !fits || count == 0) return Status::ok();
     void* values = nullptr;
     if (memory_.allocate(&values, count * sizeof(float)) != cudaSuccess) {
       clearAllocationError();
       return Status::ok();
     }
-    const cudaError_t error = cudaMemsetAsync(values, 0, count * sizeof(float), stream);
-    if (error != cudaSuccess) {
-      memory_.release(values);
-      return cudaFailure("cudaMemsetAsync of a new CSC residual", error);
-    }
-    DeviceResidual& created = entries_[key];
-    created.values = static_cast<float*>(values);
+    DeviceResidual created;
+    created.values = {static_cast<float*>(values), DeviceFloatsRelease{&memory_}};
     created.count = count;
-    bytesHeld_ += count * sizeof(float);
-    *entry = &created;
+    const cudaError_t error = cudaMemsetAsync(values, 0, count * sizeof(float), stream);
+    if (error != cudaSuccess) return cudaFailure("cudaMemsetAsync of a new CSC residual", error);
+    *entry = book_.add(key, std::move(created));
     return Status::ok();
   }
 
  private:
-  uint64_t capBytes_;
+  CscResidualBook<uintptr_t, DeviceResidual> book_;
   const DeviceMemory& memory_;
-  uint64_t bytesHeld_ = 0;
-  std::map<uintptr_t, DeviceResidual> entries_;
 };
 
 // ---- Types and wire accounting ------------------------------------------------------------------
@@ -380,13 +369,6 @@ HalfFormat halfFormatOf(WireCodec codec) {
 
 // ---- The group ----------------------------------------------------------------------------------
 
-// How a rank can run a CSC call, agreed by a world MAX before anything else of the call is sent:
-// the largest wins, so one rank that cannot run sparse makes the call dense everywhere, and one
-// that cannot run it at all makes it fail everywhere (no rank is left inside a collective).
-constexpr int kCscSparse = 0;
-constexpr int kCscDense = 1;
-constexpr int kCscCannotRun = 2;
-
 class NcclGroup {
  public:
   NcclGroup(const NcclLibrary& nccl, const GpuGroupSpec& spec)
@@ -455,13 +437,17 @@ class NcclGroup {
   // peers inside theirs until the deadline.
   Status reserveAgreed(const std::vector<ScratchAsk>& asks, GpuCallRecord* record);
   // The dense float sum of a lossy call: exact, or 16 bits on the wire with the overflow redo
-  // (which waits for the stream once). Scratch reserved as denseScratch asks. The caller
-  // waits for the rest.
+  // (which waits for the stream once): runHalfWireSteps over DeviceHalfWire. Scratch reserved as
+  // denseScratch asks. The caller waits for the rest.
   Status enqueueDenseLossy(const GpuCall& call, const float* send, float* recv, size_t count,
                            GpuCallRecord* record);
   Status runExact(const GpuCall& call, GpuCallRecord* record);
   Status runCodec(const GpuCall& call, GpuCallRecord* record);
+  // runCscSteps over DeviceCsc.
   Status runCsc(const GpuCall& call, GpuCallRecord* record);
+  // The shared drivers' primitives on this group (src/compress/half_wire_steps.h, csc_steps.h).
+  class DeviceHalfWire;
+  class DeviceCsc;
   // The world MAX of one int of each rank (`what` names it in errors); waits for the stream.
   Status agreeMax(const char* what, int mine, int* agreed, GpuCallRecord* record);
 
@@ -821,47 +807,69 @@ Status NcclGroup::reserveAgreed(const std::vector<ScratchAsk>& asks, GpuCallReco
                                           "another rank has no device memory for this call");
 }
 
-Status NcclGroup::enqueueDenseLossy(const GpuCall& call, const float* send, float* recv,
-                                    size_t count, GpuCallRecord* record) {
-  if (call.codec == WireCodec::kNone) {
-    return enqueueAllreduce(send, recv, count, ncclFloat32, sizeof(float), ncclSum, call.torus,
-                            &record->wireBytes);
+// runHalfWireSteps' primitives: NCCL on the group's stream and the codec kernels.
+class NcclGroup::DeviceHalfWire final : public HalfWireBackend {
+ public:
+  DeviceHalfWire(NcclGroup& group, bool torus, GpuCallRecord* record)
+      : group_(group), torus_(torus), record_(record) {}
+  Status exactSum(const float* in, float* out, size_t count) override {
+    return group_.enqueueAllreduce(in, out, count, ncclFloat32, sizeof(float), ncclSum, torus_,
+                                   &record_->wireBytes);
   }
-  if (count == 0) return Status::ok();
-  const float* source = send;
-  if (send == recv) {  // keep the input for a redo
-    float* copy = inputCopy_.as<float>();
+  Status keepInput(const float* in, size_t count, const float** kept) override {
+    float* copy = group_.inputCopy_.as<float>();
     GFSHIM_CUDA_RETURN_IF_ERROR(
         "cudaMemcpyAsync of the input",
-        cudaMemcpyAsync(copy, send, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    source = copy;
+        cudaMemcpyAsync(copy, in, count * sizeof(float), cudaMemcpyDeviceToDevice, group_.stream_));
+    *kept = copy;
+    return Status::ok();
   }
-  const HalfFormat format = halfFormatOf(call.codec);
-  const float ranks = static_cast<float>(spec_.worldSize);
-  const float encodeScale = call.prescale ? 1.0f / ranks : 1.0f;
-  const float decodeScale = call.prescale ? ranks : 1.0f;
-  uint16_t* wire = halfWire_.as<uint16_t>();
-  GFSHIM_KERNEL_RETURN_IF_ERROR(
-      "encodeHalfDevice", encodeHalfDevice(format, source, encodeScale, wire, count, stream_));
-  const ncclDataType_t wireType = format == HalfFormat::kFp16 ? ncclFloat16 : ncclBfloat16;
-  GFSHIM_RETURN_IF_ERROR(enqueueAllreduce(wire, wire, count, wireType, sizeof(uint16_t), ncclSum,
-                                          call.torus, &record->wireBytes));
-  GFSHIM_KERNEL_RETURN_IF_ERROR("decodeHalfDevice",
-                                decodeHalfDevice(format, wire, decodeScale, recv, count, stream_));
-  int* flag = &deviceInts_[0];
-  GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemsetAsync of the overflow flag",
-                              cudaMemsetAsync(flag, 0, sizeof(int), stream_));
-  GFSHIM_KERNEL_RETURN_IF_ERROR("anyNonFiniteDevice",
-                                anyNonFiniteDevice(recv, count, flag, stream_));
-  GFSHIM_CUDA_RETURN_IF_ERROR(
-      "cudaMemcpyAsync of the overflow flag",
-      cudaMemcpyAsync(&hostInts_[0], flag, sizeof(int), cudaMemcpyDeviceToHost, stream_));
-  GFSHIM_RETURN_IF_ERROR(waitForStream("the 16-bit allreduce"));
-  // The result is the same on every rank, so is the flag: all ranks redo together.
-  if (hostInts_[0] == 0) return Status::ok();
-  record->overflowRedo = true;
-  return enqueueAllreduce(source, recv, count, ncclFloat32, sizeof(float), ncclSum, call.torus,
-                          &record->wireBytes);
+  // NCCL sums the 16-bit values themselves, in place on the wire buffer.
+  Status compressedSum(HalfFormat format, float encodeScale, float decodeScale, const float* in,
+                       float* out, size_t count) override {
+    uint16_t* wire = group_.halfWire_.as<uint16_t>();
+    GFSHIM_KERNEL_RETURN_IF_ERROR(
+        "encodeHalfDevice", encodeHalfDevice(format, in, encodeScale, wire, count, group_.stream_));
+    const ncclDataType_t wireType = format == HalfFormat::kFp16 ? ncclFloat16 : ncclBfloat16;
+    GFSHIM_RETURN_IF_ERROR(group_.enqueueAllreduce(wire, wire, count, wireType, sizeof(uint16_t),
+                                                   ncclSum, torus_, &record_->wireBytes));
+    GFSHIM_KERNEL_RETURN_IF_ERROR("decodeHalfDevice", decodeHalfDevice(format, wire, decodeScale,
+                                                                       out, count, group_.stream_));
+    return Status::ok();
+  }
+  // A device flag copied to the host: the one host wait of a 16-bit call.
+  Status anyNonFinite(const float* values, size_t count, bool* found) override {
+    int* flag = &group_.deviceInts_[0];
+    GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemsetAsync of the overflow flag",
+                                cudaMemsetAsync(flag, 0, sizeof(int), group_.stream_));
+    GFSHIM_KERNEL_RETURN_IF_ERROR("anyNonFiniteDevice",
+                                  anyNonFiniteDevice(values, count, flag, group_.stream_));
+    GFSHIM_CUDA_RETURN_IF_ERROR("cudaMemcpyAsync of the overflow flag",
+                                cudaMemcpyAsync(&group_.hostInts_[0], flag, sizeof(int),
+                                                cudaMemcpyDeviceToHost, group_.stream_));
+    GFSHIM_RETURN_IF_ERROR(group_.waitForStream("the 16-bit allreduce"));
+    *found = group_.hostInts_[0] != 0;
+    return Status::ok();
+  }
+
+ private:
+  NcclGroup& group_;
+  bool torus_;
+  GpuCallRecord* record_;
+};
+
+Status NcclGroup::enqueueDenseLossy(const GpuCall& call, const float* send, float* recv,
+                                    size_t count, GpuCallRecord* record) {
+  HalfWireCall dense;
+  dense.halfWire = call.codec != WireCodec::kNone;
+  dense.format = halfFormatOf(call.codec);
+  dense.prescale = call.prescale;
+  dense.ranks = spec_.worldSize;
+  DeviceHalfWire backend(*this, call.torus, record);
+  bool redone = false;
+  const Status status = runHalfWireSteps(dense, send, recv, count, backend, &redone);
+  if (redone) record->overflowRedo = true;
+  return status;
 }
 
 Status NcclGroup::runExact(const GpuCall& call, GpuCallRecord* record) {
@@ -966,119 +974,151 @@ Status NcclGroup::agreeMax(const char* what, int mine, int* agreed, GpuCallRecor
   return Status::ok();
 }
 
-Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
-  const size_t count = call.count;
-  const size_t chunkElements = call.cscChunkElements;
-  if (chunkElements == 0) {
-    return Status::error(StatusCode::kInvalidArgument, "CSC chunk size must be positive");
-  }
-  if (!(call.cscDensity > 0.0 && call.cscDensity <= 1.0)) {
-    return Status::error(StatusCode::kInvalidArgument, "CSC density must be in (0, 1]");
-  }
-  const auto* send = static_cast<const float*>(call.send);
-  auto* recv = static_cast<float*>(call.recv);
+// runCscSteps' primitives: device residuals and scratch, the CSC kernels and NCCL on the group's
+// stream. The group is marked broken from the agreement (the call's first collective) until the
+// stream has drained, and its scratch agreements learn what the dense reservation got.
+class NcclGroup::DeviceCsc final : public CscBackend {
+ public:
+  DeviceCsc(NcclGroup& group, const GpuCall& call, GpuCallRecord* record)
+      : group_(group),
+        call_(call),
+        record_(record),
+        send_(static_cast<const float*>(call.send)),
+        recv_(static_cast<float*>(call.recv)) {}
 
-  // The dense fallback's scratch first: a peer may ask for a dense call.
-  const std::vector<ScratchAsk> denseAsks = denseScratch(call, count, send == recv);
-  const Status denseReserved = reserveAll(denseAsks);
-  if (!denseReserved.isOk() && denseReserved.code() != StatusCode::kOutOfMemory) {
-    return denseReserved;
+  Status reserveDense(size_t count) override {
+    denseAsks_ = group_.denseScratch(call_, count, send_ == recv_);
+    return reserveAll(denseAsks_);
   }
-  DeviceResidual* entry = nullptr;
-  GFSHIM_RETURN_IF_ERROR(residuals_.findOrCreate(call.residualKey, count, stream_, &entry));
-  const size_t chunks = cscChunkCount(count, chunkElements);
-  bool wantDense = entry == nullptr || entry->callsSeen < call.cscWarmupCalls ||
-                   chunks > std::numeric_limits<uint32_t>::max();
-  const size_t k = wantDense ? 0 : cscSelectedCount(chunks, call.cscDensity);
-  // Packed values: whole chunks, the last one possibly short. The sum runs over maxPacked
-  // elements with the unused end zeroed, so no host wait is needed for the packed length.
-  const size_t maxPacked = std::min(count, k * chunkElements);
-  if (!wantDense) {
-    const size_t selectBytes = selectTopChunksScratchBytes(chunks);
-    const Status reserved = [&]() -> Status {
-      GFSHIM_RETURN_IF_ERROR(norms_.reserve(chunks * sizeof(float), "the CSC norms"));
-      GFSHIM_RETURN_IF_ERROR(selected_.reserve(k * sizeof(uint32_t), "the CSC selection"));
-      GFSHIM_RETURN_IF_ERROR(
-          packedOffsets_.reserve((k + 1) * sizeof(uint64_t), "the CSC packed offsets"));
-      GFSHIM_RETURN_IF_ERROR(packed_.reserve(maxPacked * sizeof(float), "the CSC packed values"));
-      GFSHIM_RETURN_IF_ERROR(summed_.reserve(maxPacked * sizeof(float), "the CSC summed values"));
-      GFSHIM_RETURN_IF_ERROR(selectScratch_.reserve(selectBytes, "the CSC selection scratch"));
-      return reserveAll(denseScratch(call, maxPacked, false));
-    }();
-    if (!reserved.isOk()) {
-      if (reserved.code() != StatusCode::kOutOfMemory) return reserved;
-      wantDense = true;  // this rank runs out of memory: all run this call dense
-    }
-  }
-
-  broken_ = true;  // from the first enqueue until the call completes
-  const int mine = !denseReserved.isOk() ? kCscCannotRun : wantDense ? kCscDense : kCscSparse;
-  int mode = kCscSparse;
-  GFSHIM_RETURN_IF_ERROR(agreeMax("the CSC agreement", mine, &mode, record));
-  for (const ScratchAsk& ask : denseAsks) {  // what the codec calls' agreements know
-    if (mode == kCscCannotRun) {
-      ask.buffer->forgetAgreed();
-    } else {
-      ask.buffer->agreedUpTo(ask.bytes);
-    }
-  }
-  if (mode == kCscCannotRun) {
-    broken_ = false;  // only the agreement ran, and it completed everywhere
-    record->declinedEverywhere = true;
-    return !denseReserved.isOk()
-               ? denseReserved
-               : Status::error(StatusCode::kOutOfMemory,
-                               "another rank has no device memory for this CSC call");
-  }
-  const bool anyDense = mode == kCscDense;
-  // A failure from here on restarts the entry's warm-up, as cscAllreduce resets its entry; the
-  // residual values are not cleared, since a broken group runs no further call.
-  const int64_t callsBefore = entry != nullptr ? entry->callsSeen : 0;
-  if (entry != nullptr) entry->callsSeen = 0;
-  if (anyDense) {
-    // Dense: send whole into recv (scratch reserved above); the residual stays as it is.
-    GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, send, recv, count, record));
-    GFSHIM_RETURN_IF_ERROR(waitForStream("the dense CSC call"));
-    if (entry != nullptr) entry->callsSeen = callsBefore + 1;
-    broken_ = false;
+  Status findResidual(size_t count, int64_t** callsSeen) override {
+    GFSHIM_RETURN_IF_ERROR(
+        group_.residuals_.findOrCreate(call_.residualKey, count, group_.stream_, &entry_));
+    *callsSeen = entry_ != nullptr ? &entry_->callsSeen : nullptr;
     return Status::ok();
   }
-  record->sparse = true;
-  record->chunks = chunks;
-  record->selectedChunks = k;
-  // From here on send is consumed into the residual (which then holds g), so recv may alias it.
-  float* residual = entry->values;
-  float* norms = norms_.as<float>();
-  GFSHIM_KERNEL_RETURN_IF_ERROR(
-      "addAndChunkL1NormsDevice",
-      addAndChunkL1NormsDevice(residual, send, count, chunkElements, norms, stream_));
-  GFSHIM_RETURN_IF_ERROR(
-      settle("ncclAllReduce of the CSC norms", world_,
-             nccl_.allReduce(norms, norms, chunks, ncclFloat32, ncclSum, world_.comm, stream_)));
-  record->wireBytes += ringAllreduceBytes(spec_.worldSize, chunks * sizeof(float));
-  uint32_t* selected = selected_.as<uint32_t>();
-  GFSHIM_KERNEL_RETURN_IF_ERROR(
-      "selectTopChunksDevice",
-      selectTopChunksDevice(norms, chunks, k, selected, selectScratch_.as<void>(),
-                            selectScratch_.bytes(), stream_));
-  float* packed = packed_.as<float>();
-  const size_t padFrom = maxPacked - std::min(maxPacked, chunkElements);
-  GFSHIM_CUDA_RETURN_IF_ERROR(
-      "cudaMemsetAsync of the packed end",
-      cudaMemsetAsync(packed + padFrom, 0, (maxPacked - padFrom) * sizeof(float), stream_));
-  uint64_t* offsets = packedOffsets_.as<uint64_t>();
-  GFSHIM_KERNEL_RETURN_IF_ERROR(
-      "cscGatherDevice",
-      cscGatherDevice(residual, count, chunkElements, selected, k, offsets, packed, stream_));
-  float* summed = summed_.as<float>();
-  GFSHIM_RETURN_IF_ERROR(enqueueDenseLossy(call, packed, summed, maxPacked, record));
-  GFSHIM_KERNEL_RETURN_IF_ERROR(
-      "cscScatterDevice", cscScatterDevice(summed, count, chunkElements, selected, k, offsets, recv,
-                                           residual, stream_));
-  GFSHIM_RETURN_IF_ERROR(waitForStream("the sparse CSC call"));
-  entry->callsSeen = callsBefore + 1;
-  broken_ = false;
-  return Status::ok();
+  Status reserveSparse(const CscShape& shape) override {
+    GFSHIM_RETURN_IF_ERROR(group_.norms_.reserve(shape.chunks * sizeof(float), "the CSC norms"));
+    GFSHIM_RETURN_IF_ERROR(
+        group_.selected_.reserve(shape.selected * sizeof(uint32_t), "the CSC selection"));
+    GFSHIM_RETURN_IF_ERROR(group_.packedOffsets_.reserve((shape.selected + 1) * sizeof(uint64_t),
+                                                         "the CSC packed offsets"));
+    GFSHIM_RETURN_IF_ERROR(
+        group_.packed_.reserve(shape.maxPacked * sizeof(float), "the CSC packed values"));
+    GFSHIM_RETURN_IF_ERROR(
+        group_.summed_.reserve(shape.maxPacked * sizeof(float), "the CSC summed values"));
+    GFSHIM_RETURN_IF_ERROR(group_.selectScratch_.reserve(selectTopChunksScratchBytes(shape.chunks),
+                                                         "the CSC selection scratch"));
+    return reserveAll(group_.denseScratch(call_, shape.maxPacked, false));
+  }
+  Status agree(CscReadiness mine, CscReadiness* agreed) override {
+    group_.broken_ = true;  // from the first enqueue until the call completes
+    int largest = 0;
+    GFSHIM_RETURN_IF_ERROR(
+        group_.agreeMax("the CSC agreement", static_cast<int>(mine), &largest, record_));
+    *agreed = static_cast<CscReadiness>(largest);
+    for (const ScratchAsk& ask : denseAsks_) {  // what the codec calls' agreements know
+      if (*agreed == CscReadiness::kCannotRun) {
+        ask.buffer->forgetAgreed();
+      } else {
+        ask.buffer->agreedUpTo(ask.bytes);
+      }
+    }
+    // Declined: only the agreement ran, and it completed everywhere.
+    if (*agreed == CscReadiness::kCannotRun) group_.broken_ = false;
+    return Status::ok();
+  }
+  Status allreduceDense(size_t count) override {
+    return group_.enqueueDenseLossy(call_, send_, recv_, count, record_);
+  }
+  Status addAndNorms(const CscShape& shape) override {
+    GFSHIM_KERNEL_RETURN_IF_ERROR(
+        "addAndChunkL1NormsDevice",
+        addAndChunkL1NormsDevice(entry_->values.get(), send_, shape.count, shape.chunkElements,
+                                 group_.norms_.as<float>(), group_.stream_));
+    return Status::ok();
+  }
+  Status allreduceNorms(const CscShape& shape) override {
+    float* norms = group_.norms_.as<float>();
+    GFSHIM_RETURN_IF_ERROR(
+        group_.settle("ncclAllReduce of the CSC norms", group_.world_,
+                      group_.nccl_.allReduce(norms, norms, shape.chunks, ncclFloat32, ncclSum,
+                                             group_.world_.comm, group_.stream_)));
+    record_->wireBytes += ringAllreduceBytes(group_.spec_.worldSize, shape.chunks * sizeof(float));
+    return Status::ok();
+  }
+  // On the device from the summed norms (no host copy of them, no host wait).
+  Status selectTop(const CscShape& shape) override {
+    GFSHIM_KERNEL_RETURN_IF_ERROR(
+        "selectTopChunksDevice",
+        selectTopChunksDevice(group_.norms_.as<float>(), shape.chunks, shape.selected,
+                              group_.selected_.as<uint32_t>(), group_.selectScratch_.as<void>(),
+                              group_.selectScratch_.bytes(), group_.stream_));
+    return Status::ok();
+  }
+  // The packed length is known on the device only (whether the short last chunk was selected):
+  // the sum runs over maxPacked elements with the unused end zeroed, so no host wait is needed.
+  // The host's pack gives the exact length; recv gets the same values (the end is not unpacked).
+  Status pack(const CscShape& shape, size_t* packedCount) override {
+    float* packed = group_.packed_.as<float>();
+    const size_t padFrom = shape.maxPacked - std::min(shape.maxPacked, shape.chunkElements);
+    GFSHIM_CUDA_RETURN_IF_ERROR(
+        "cudaMemsetAsync of the packed end",
+        cudaMemsetAsync(packed + padFrom, 0, (shape.maxPacked - padFrom) * sizeof(float),
+                        group_.stream_));
+    GFSHIM_KERNEL_RETURN_IF_ERROR(
+        "cscGatherDevice",
+        cscGatherDevice(entry_->values.get(), shape.count, shape.chunkElements,
+                        group_.selected_.as<uint32_t>(), shape.selected,
+                        group_.packedOffsets_.as<uint64_t>(), packed, group_.stream_));
+    *packedCount = shape.maxPacked;
+    return Status::ok();
+  }
+  // packed -> summed, not in place: no input copy for the redo.
+  Status allreducePacked(size_t packedCount) override {
+    return group_.enqueueDenseLossy(call_, group_.packed_.as<float>(), group_.summed_.as<float>(),
+                                    packedCount, record_);
+  }
+  Status unpackAndClear(const CscShape& shape) override {
+    GFSHIM_KERNEL_RETURN_IF_ERROR(
+        "cscScatterDevice", cscScatterDevice(group_.summed_.as<float>(), shape.count,
+                                             shape.chunkElements, group_.selected_.as<uint32_t>(),
+                                             shape.selected, group_.packedOffsets_.as<uint64_t>(),
+                                             recv_, entry_->values.get(), group_.stream_));
+    return Status::ok();
+  }
+  Status finish(bool sparse) override {
+    GFSHIM_RETURN_IF_ERROR(
+        group_.waitForStream(sparse ? "the sparse CSC call" : "the dense CSC call"));
+    group_.broken_ = false;
+    return Status::ok();
+  }
+  // Nothing to clear: a failure past the agreement breaks the group, which runs no further call,
+  // so its residuals are never read again.
+  void resetResidual() override {}
+
+ private:
+  NcclGroup& group_;
+  const GpuCall& call_;
+  GpuCallRecord* record_;
+  const float* send_;
+  float* recv_;
+  std::vector<ScratchAsk> denseAsks_;
+  DeviceResidual* entry_ = nullptr;
+};
+
+Status NcclGroup::runCsc(const GpuCall& call, GpuCallRecord* record) {
+  CscParams params;
+  params.density = call.cscDensity;
+  params.chunkElements = call.cscChunkElements;
+  params.warmupCalls = call.cscWarmupCalls;
+  DeviceCsc backend(*this, call, record);
+  CscOutcome outcome;
+  const Status status = runCscSteps(params, call.count, backend, &outcome);
+  record->sparse = outcome.mode == CscMode::kSparse;
+  record->chunks = outcome.chunks;
+  record->selectedChunks = outcome.selectedChunks;
+  record->declinedEverywhere = outcome.mode == CscMode::kDeclined;
+  return status;
 }
 
 Status NcclGroup::allreduce(const GpuCall& call, GpuCallRecord* record) {

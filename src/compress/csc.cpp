@@ -7,6 +7,8 @@
 #include <new>
 #include <numeric>
 
+#include "compress/csc_steps.h"
+
 namespace gfshim {
 namespace {
 
@@ -65,18 +67,6 @@ struct MoreImportant {
     return a < b;
   }
 };
-
-void resetEntry(CscResidual* entry) {
-  std::fill(entry->values.get(), entry->values.get() + entry->count, 0.0f);
-  entry->callsSeen = 0;
-}
-
-Status denseCall(CscMode mode, const float* send, float* recv, size_t count, CscDense& dense,
-                 CscOutcome* outcome) {
-  outcome->mode = mode;
-  outcome->elementsSent = count;
-  return dense.allreduceValues(send, recv, count);
-}
 
 }  // namespace
 
@@ -181,112 +171,107 @@ void cscClearChunks(float* data, size_t count, size_t chunkElements, const uint3
 
 CscResidual* CscResidualStore::findOrCreate(uint64_t commId, uintptr_t address, size_t count) {
   const Key key{commId, address};
-  auto found = entries_.find(key);
-  if (found != entries_.end()) {
-    if (found->second->count == count) return found->second.get();
-    bytesHeld_ -= found->second->count * sizeof(float);
-    entries_.erase(found);
-  }
-  if (count > (capBytes_ - bytesHeld_) / sizeof(float)) return nullptr;
-  auto entry = std::make_unique<CscResidual>();
-  entry->values.reset(new (std::nothrow) float[count]());
-  if (!entry->values) return nullptr;
-  entry->count = count;
-  bytesHeld_ += count * sizeof(float);
-  CscResidual* result = entry.get();
-  entries_.emplace(key, std::move(entry));
-  return result;
+  bool fits = false;
+  if (CscResidual* found = book_.find(key, count, &fits)) return found;
+  if (!fits) return nullptr;
+  CscResidual entry;
+  entry.values.reset(new (std::nothrow) float[count]());
+  if (!entry.values) return nullptr;
+  entry.count = count;
+  return book_.add(key, std::move(entry));
 }
 
 void CscResidualStore::dropComm(uint64_t commId) {
-  auto first = entries_.lower_bound(Key{commId, 0});
-  auto end = first;
-  while (end != entries_.end() && end->first.first == commId) {
-    bytesHeld_ -= end->second->count * sizeof(float);
-    ++end;
-  }
-  entries_.erase(first, end);
+  book_.dropRange(Key{commId, 0}, Key{commId, std::numeric_limits<uintptr_t>::max()});
 }
+
+namespace {
+
+// runCscSteps' primitives in host memory: the building blocks above, the residual entry as given,
+// the scratch reused across calls, and the caller's collectives.
+class HostCscBackend final : public CscBackend {
+ public:
+  HostCscBackend(CscResidual* entry, const float* send, float* recv, CscDense& dense,
+                 CscScratch& scratch)
+      : entry_(entry), send_(send), recv_(recv), dense_(dense), scratch_(scratch) {}
+
+  // The dense step allocates what it needs itself (engine/lossy_allreduce.cpp), and the host
+  // path is the last resort: it never declines.
+  Status reserveDense(size_t) override { return Status::ok(); }
+  Status findResidual(size_t count, int64_t** callsSeen) override {
+    *callsSeen = nullptr;
+    if (entry_ == nullptr) return Status::ok();
+    if (entry_->count != count) {
+      return Status::error(StatusCode::kInternal, "CSC residual entry of another element count");
+    }
+    *callsSeen = &entry_->callsSeen;
+    return Status::ok();
+  }
+  Status reserveSparse(const CscShape& shape) override {
+    norms_ = reinterpret_cast<float*>(scratch_.norms.reserve(shape.chunks * sizeof(float)));
+    packed_ = reinterpret_cast<float*>(scratch_.packed.reserve(shape.maxPacked * sizeof(float)));
+    if (norms_ == nullptr || packed_ == nullptr) {
+      return Status::error(StatusCode::kOutOfMemory, "cannot allocate CSC scratch");
+    }
+    scratch_.selected.reserve(shape.chunks);
+    return Status::ok();
+  }
+  // A host CscDense agrees on a bool; the host never reports kCannotRun (reserveDense).
+  Status agree(CscReadiness mine, CscReadiness* agreed) override {
+    bool anyDense = false;
+    GFSHIM_RETURN_IF_ERROR(dense_.agreeDense(mine != CscReadiness::kSparse, &anyDense));
+    *agreed = anyDense ? CscReadiness::kDense : CscReadiness::kSparse;
+    return Status::ok();
+  }
+  Status allreduceDense(size_t count) override {
+    return dense_.allreduceValues(send_, recv_, count);
+  }
+  Status addAndNorms(const CscShape& shape) override {
+    addAndChunkL1Norms(entry_->data(), send_, shape.count, shape.chunkElements, norms_);
+    return Status::ok();
+  }
+  Status allreduceNorms(const CscShape& shape) override {
+    return dense_.allreduceNorms(norms_, shape.chunks);
+  }
+  Status selectTop(const CscShape& shape) override {
+    selectTopChunks(norms_, shape.chunks, shape.selected, &scratch_.selected);
+    return Status::ok();
+  }
+  Status pack(const CscShape& shape, size_t* packedCount) override {
+    *packedCount = cscPack(entry_->data(), shape.count, shape.chunkElements,
+                           scratch_.selected.data(), shape.selected, packed_);
+    return Status::ok();
+  }
+  Status allreducePacked(size_t packedCount) override {
+    return dense_.allreduceValues(packed_, packed_, packedCount);
+  }
+  Status unpackAndClear(const CscShape& shape) override {
+    const uint32_t* selected = scratch_.selected.data();
+    cscUnpack(packed_, shape.count, shape.chunkElements, selected, shape.selected, recv_);
+    cscClearChunks(entry_->data(), shape.count, shape.chunkElements, selected, shape.selected);
+    return Status::ok();
+  }
+  Status finish(bool) override { return Status::ok(); }
+  void resetResidual() override {
+    std::fill(entry_->values.get(), entry_->values.get() + entry_->count, 0.0f);
+  }
+
+ private:
+  CscResidual* entry_;
+  const float* send_;
+  float* recv_;
+  CscDense& dense_;
+  CscScratch& scratch_;
+  float* norms_ = nullptr;
+  float* packed_ = nullptr;
+};
+
+}  // namespace
 
 Status cscAllreduce(const CscParams& params, CscResidual* entry, const float* send, float* recv,
                     size_t count, CscDense& dense, CscScratch& scratch, CscOutcome* outcome) {
-  CscOutcome ignored;
-  CscOutcome& result = outcome != nullptr ? *outcome : ignored;
-  result = CscOutcome{};
-  if (params.chunkElements == 0) {
-    return Status::error(StatusCode::kInvalidArgument, "CSC chunk size must be positive");
-  }
-  if (!(params.density > 0.0 && params.density <= 1.0)) {
-    return Status::error(StatusCode::kInvalidArgument, "CSC density must be in (0, 1]");
-  }
-  if (entry != nullptr && entry->count != count) {
-    return Status::error(StatusCode::kInternal, "CSC residual entry of another element count");
-  }
-
-  const size_t chunks = cscChunkCount(count, params.chunkElements);
-  CscMode localMode = CscMode::kSparse;
-  if (entry == nullptr) {
-    localMode = CscMode::kDenseNoEntry;
-  } else if (entry->callsSeen < params.warmupCalls) {
-    localMode = CscMode::kDenseWarmup;
-  } else if (chunks > std::numeric_limits<uint32_t>::max()) {
-    localMode = CscMode::kDenseTooManyChunks;
-  }
-  // Entries, and so warm-up counts and the memory cap, follow each rank's own buffer addresses:
-  // whether the call runs sparse is agreed before anything else is sent.
-  bool anyDense = false;
-  GFSHIM_RETURN_IF_ERROR(dense.agreeDense(localMode != CscMode::kSparse, &anyDense));
-  if (anyDense) {
-    const CscMode mode = localMode != CscMode::kSparse ? localMode : CscMode::kDenseByPeer;
-    Status status = denseCall(mode, send, recv, count, dense, &result);
-    if (entry == nullptr) return status;
-    if (!status.isOk()) {
-      resetEntry(entry);
-      return status;
-    }
-    ++entry->callsSeen;
-    return Status::ok();
-  }
-
-  result.mode = CscMode::kSparse;
-  result.chunks = chunks;
-  if (count == 0) {
-    ++entry->callsSeen;
-    return Status::ok();
-  }
-  // Scratch first: running out of memory here leaves the entry as it was and nothing sent.
-  const size_t k = cscSelectedCount(chunks, params.density);
-  const size_t maxPacked = std::min(count, k * params.chunkElements);
-  auto* norms = reinterpret_cast<float*>(scratch.norms.reserve(chunks * sizeof(float)));
-  auto* packed = reinterpret_cast<float*>(scratch.packed.reserve(maxPacked * sizeof(float)));
-  if (norms == nullptr || packed == nullptr) {
-    return Status::error(StatusCode::kOutOfMemory, "cannot allocate CSC scratch");
-  }
-  scratch.selected.reserve(chunks);
-
-  // From here on send is consumed into the residual (which then holds g), so recv may alias it.
-  float* residual = entry->data();
-  addAndChunkL1Norms(residual, send, count, params.chunkElements, norms);
-  Status status = dense.allreduceNorms(norms, chunks);
-  if (!status.isOk()) {
-    resetEntry(entry);
-    return status;
-  }
-  selectTopChunks(norms, chunks, k, &scratch.selected);
-  const uint32_t* selected = scratch.selected.data();
-  const size_t n = cscPack(residual, count, params.chunkElements, selected, k, packed);
-  result.selectedChunks = k;
-  result.elementsSent = n;
-  result.normsSent = chunks;
-  status = dense.allreduceValues(packed, packed, n);
-  if (!status.isOk()) {
-    resetEntry(entry);
-    return status;
-  }
-  cscUnpack(packed, count, params.chunkElements, selected, k, recv);
-  cscClearChunks(residual, count, params.chunkElements, selected, k);
-  ++entry->callsSeen;
-  return Status::ok();
+  HostCscBackend backend(entry, send, recv, dense, scratch);
+  return runCscSteps(params, count, backend, outcome);
 }
 
 }  // namespace gfshim

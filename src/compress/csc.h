@@ -26,7 +26,9 @@
 // stays zero. With no entry (the store is full, or the caller does not use one) a call is dense.
 // Entries follow each rank's own buffer addresses, so their warm-up counts and the cap can
 // differ between ranks: every call first agrees (CscDense::agreeDense, a logical OR) whether any
-// rank needs it dense, and then all run it dense or all sparse.
+// rank needs it dense, and then all run it dense or all sparse. The control flow of a call is
+// compress/csc_steps.h's runCscSteps, which the NCCL plugin runs too over device memory;
+// cscAllreduce below supplies its host-memory primitives.
 //
 // Preconditions: identical (count, params) on all ranks; send and recv the same pointer (in
 // place) or disjoint; the dense callbacks are collective and give every rank the same bits.
@@ -40,13 +42,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "algo/workspace.h"
 #include "common/status.h"
+#include "compress/csc_residual_book.h"
 
 namespace gfshim {
 
@@ -107,13 +109,14 @@ struct CscResidual {
   float* data() { return values.get(); }
 };
 
-// Residuals keyed by (communicator id, buffer address, count). A key whose (communicator,
-// address) reappears with another count replaces the old entry (the buffer was reallocated or
-// reshaped: its residual belongs to no one). Residuals are float only, so the design's dtype in
-// the key is implied. Not thread-safe: one store per communicator or a lock in the caller.
+// Residuals keyed by (communicator id, buffer address, count), in host memory, with the rules of
+// compress/csc_residual_book.h (which the NCCL plugin's device store follows too): a key whose
+// (communicator, address) reappears with another count replaces the old entry; a new entry past
+// the cap is refused. Residuals are float only, so the design's dtype in the key is implied. Not
+// thread-safe: one store per communicator or a lock in the caller.
 class CscResidualStore {
  public:
-  explicit CscResidualStore(size_t capBytes) : capBytes_(capBytes) {}
+  explicit CscResidualStore(size_t capBytes) : book_(capBytes) {}
 
   // The entry for the key, created zeroed if absent; nullptr when a new entry would take the
   // bytes held past the cap (or allocation fails), in which case the call runs dense.
@@ -121,15 +124,13 @@ class CscResidualStore {
   // Drops every entry of the communicator (MPI_Comm_free).
   void dropComm(uint64_t commId);
 
-  size_t bytesHeld() const { return bytesHeld_; }
-  size_t entryCount() const { return entries_.size(); }
-  size_t capBytes() const { return capBytes_; }
+  size_t bytesHeld() const { return book_.bytesHeld(); }
+  size_t entryCount() const { return book_.entryCount(); }
+  size_t capBytes() const { return book_.capBytes(); }
 
  private:
   using Key = std::pair<uint64_t, uintptr_t>;
-  size_t capBytes_;
-  size_t bytesHeld_ = 0;
-  std::map<Key, std::unique_ptr<CscResidual>> entries_;  // ordered: dropComm erases a range
+  CscResidualBook<Key, CscResidual> book_;
 };
 
 // ---- The composed call ---------------------------------------------------------------------
@@ -158,8 +159,10 @@ enum class CscMode {
   kDenseNoEntry,        // entry == nullptr
   kDenseWarmup,         // entry in its first warmupCalls calls
   kDenseTooManyChunks,  // more than 2^32 - 1 chunks: chunk indices would not fit
+  kDenseNoScratch,      // no memory for the sparse scratch on this rank
   kDenseByPeer,         // this rank could run sparse, another rank could not
   kSparse,
+  kDeclined,  // some rank cannot run the call at all (runCscSteps): it failed on every rank
 };
 
 struct CscOutcome {
@@ -170,10 +173,11 @@ struct CscOutcome {
   size_t normsSent = 0;       // floats through allreduceNorms
 };
 
-// recv = CSC SUM allreduce of send (see the top of this file). On an error before anything was
-// sent (invalid params, out of memory) the entry is untouched; on an error from the dense
-// callbacks the entry is reset (residual zero, warm-up restarts), since the ranks can no longer
-// agree on what was delivered.
+// recv = CSC SUM allreduce of send (see the top of this file) in host memory: runCscSteps over
+// these building blocks and `dense`'s collectives. On an error before anything was sent (invalid
+// params) the entry is untouched; a rank without memory for the sparse scratch asks for a dense
+// call; on an error from the dense callbacks the entry is reset (residual zero, warm-up
+// restarts), since the ranks can no longer agree on what was delivered.
 Status cscAllreduce(const CscParams& params, CscResidual* entry, const float* send, float* recv,
                     size_t count, CscDense& dense, CscScratch& scratch, CscOutcome* outcome);
 

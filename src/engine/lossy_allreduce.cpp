@@ -9,6 +9,7 @@
 #include "algo/ring_schedule.h"
 #include "algo/torus_allreduce.h"
 #include "common/log.h"
+#include "compress/half_wire_steps.h"
 #include "engine/execute.h"
 
 namespace gfshim {
@@ -46,41 +47,64 @@ bool allFinite(const float* values, size_t count) {
   return nonFinite == 0;
 }
 
-// The dense step: exact, or 16-bit on the wire with the overflow redo.
-Status denseLossy(const Plan& plan, const Settings& settings, size_t count, const float* in,
-                  float* out, const LossyTarget& target, LossyState& state, bool* redone) {
-  if (plan.lossy.codec == WireCodec::kNone) return exactAllreduce(plan, count, in, out, target);
-  const float* source = in;
-  if (in == out && count > 0) {  // keep the input for a redo
-    auto* copy = reinterpret_cast<float*>(state.inputCopy.reserve(count * sizeof(float)));
+// runHalfWireSteps' primitives on the engine: the plain ring or torus, the compressed ring or
+// torus (algo/compressed_ring.h), host memory.
+class EngineHalfWire final : public HalfWireBackend {
+ public:
+  EngineHalfWire(const Plan& plan, const LossyTarget& target, LossyState& state)
+      : plan_(plan), target_(target), state_(state) {}
+  Status exactSum(const float* in, float* out, size_t count) override {
+    return exactAllreduce(plan_, count, in, out, target_);
+  }
+  Status keepInput(const float* in, size_t count, const float** kept) override {
+    auto* copy = reinterpret_cast<float*>(state_.inputCopy.reserve(count * sizeof(float)));
     if (copy == nullptr) {
       return Status::error(StatusCode::kOutOfMemory, "cannot copy the input of a lossy call");
     }
     std::memcpy(copy, in, count * sizeof(float));
-    source = copy;
+    *kept = copy;
+    return Status::ok();
   }
-  const HalfFormat format =
-      plan.lossy.codec == WireCodec::kFp16 ? HalfFormat::kFp16 : HalfFormat::kBf16;
-  const int ranks = target.transport.size();
-  const float scale = settings.prescale ? 1.0f / static_cast<float>(ranks) : 1.0f;
-  Status status;
-  if (plan.algo == Algo::kTorus2d && target.grid != nullptr) {
-    status = runCompressedTorusAllreduce(*target.grid, count, plan.segmentBytes, format, scale,
-                                         target.transport, target.workspace, source, out);
-  } else {
-    const RingSchedule schedule(ranks, target.transport.rank(), count, sizeof(float),
-                                plan.segmentBytes);
-    status = runCompressedRing(schedule, RingPart::kAllreduce, format, scale, target.transport,
-                               target.workspace, source, out);
+  // The compressed ring and torus scale on encoding only; the decoded sum is scaled here.
+  Status compressedSum(HalfFormat format, float encodeScale, float decodeScale, const float* in,
+                       float* out, size_t count) override {
+    Transport& transport = target_.transport;
+    if (plan_.algo == Algo::kTorus2d && target_.grid != nullptr) {
+      GFSHIM_RETURN_IF_ERROR(runCompressedTorusAllreduce(*target_.grid, count, plan_.segmentBytes,
+                                                         format, encodeScale, transport,
+                                                         target_.workspace, in, out));
+    } else {
+      const RingSchedule schedule(transport.size(), transport.rank(), count, sizeof(float),
+                                  plan_.segmentBytes);
+      GFSHIM_RETURN_IF_ERROR(runCompressedRing(schedule, RingPart::kAllreduce, format, encodeScale,
+                                               transport, target_.workspace, in, out));
+    }
+    if (decodeScale != 1.0f) {
+      for (size_t i = 0; i < count; ++i) out[i] *= decodeScale;
+    }
+    return Status::ok();
   }
-  GFSHIM_RETURN_IF_ERROR(status);
-  if (settings.prescale) {
-    const float factor = static_cast<float>(ranks);
-    for (size_t i = 0; i < count; ++i) out[i] *= factor;
+  Status anyNonFinite(const float* values, size_t count, bool* found) override {
+    *found = !allFinite(values, count);
+    return Status::ok();
   }
-  if (allFinite(out, count)) return Status::ok();
-  *redone = true;
-  return exactAllreduce(plan, count, source, out, target);
+
+ private:
+  const Plan& plan_;
+  const LossyTarget& target_;
+  LossyState& state_;
+};
+
+// The dense step: exact, or 16-bit on the wire with the overflow redo.
+Status denseLossy(const Plan& plan, const Settings& settings, size_t count, const float* in,
+                  float* out, const LossyTarget& target, LossyState& state, bool* redone) {
+  HalfWireCall call;
+  call.halfWire = plan.lossy.codec != WireCodec::kNone;
+  call.format = plan.lossy.codec == WireCodec::kBf16 ? HalfFormat::kBf16 : HalfFormat::kFp16;
+  call.prescale = settings.prescale;
+  call.ranks = target.transport.size();
+  EngineHalfWire backend(plan, target, state);
+  return runHalfWireSteps(call, in, out, count, backend, redone);
 }
 
 // CSC's collectives on the engine.

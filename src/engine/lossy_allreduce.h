@@ -12,6 +12,11 @@
 //             holds the same result bits, so every rank decides alike; an input with Inf/NaN
 //             makes the exact result non-finite too, so nothing is lost by the redo.
 //
+// The sparse and the dense/overflow control flow are not written here: they are the shared
+// drivers runCscSteps (compress/csc_steps.h, through cscAllreduce) and runHalfWireSteps
+// (compress/half_wire_steps.h), which the NCCL plugin runs too. This file supplies their
+// primitives on the engine (the ring/torus over the transport) and the residual bookkeeping.
+//
 // Residuals: one per user buffer, keyed by (address, count) in the communicator's LossyState
 // (the store dies with the communicator). A fused bucket names one buffer per operation: their
 // residuals are gathered into one bucket residual for the call and scattered back after it, so

@@ -298,6 +298,20 @@ class OneRankDense : public CscDense {
   bool failValues = false;
 };
 
+// One rank's CSC state for a buffer of `count` elements: its residual entry, the one-rank
+// collectives and the scratch.
+struct OneRankCsc {
+  explicit OneRankCsc(size_t count) : entry(store.findOrCreate(1, 0x1, count)) {}
+  Status run(const CscParams& params, const float* send, float* recv, size_t count,
+             CscOutcome* outcome = nullptr) {
+    return cscAllreduce(params, entry, send, recv, count, dense, scratch, outcome);
+  }
+  CscResidualStore store{1 << 20};
+  CscResidual* entry;
+  OneRankDense dense;
+  CscScratch scratch;
+};
+
 TEST(CscAllreduce, NoEntryIsOneDenseCall) {
   OneRankDense dense;
   CscScratch scratch;
@@ -315,11 +329,9 @@ TEST(CscAllreduce, NoEntryIsOneDenseCall) {
 TEST(CscAllreduce, WarmupThenSparseDeliversOrKeepsEveryElement) {
   const size_t count = 1000;
   const CscParams params{0.2, 64, 2};  // 16 chunks, the last of 40; 4 selected
-  CscResidualStore store(1 << 20);
-  CscResidual* entry = store.findOrCreate(1, 0x1, count);
-  ASSERT_NE(entry, nullptr);
-  OneRankDense dense;
-  CscScratch scratch;
+  OneRankCsc csc(count);
+  ASSERT_NE(csc.entry, nullptr);
+  CscResidual* entry = csc.entry;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (int call = 0; call < 6; ++call) {
@@ -327,9 +339,7 @@ TEST(CscAllreduce, WarmupThenSparseDeliversOrKeepsEveryElement) {
     for (size_t i = 0; i < count; ++i) send[i] = value(rng) * float(1 + (i / 64) % 5);
     const std::vector<float> before(entry->data(), entry->data() + count);
     CscOutcome outcome;
-    ASSERT_TRUE(
-        cscAllreduce(params, entry, send.data(), recv.data(), count, dense, scratch, &outcome)
-            .isOk());
+    ASSERT_TRUE(csc.run(params, send.data(), recv.data(), count, &outcome).isOk());
     EXPECT_EQ(entry->callsSeen, call + 1);
     if (call < 2) {
       EXPECT_EQ(outcome.mode, CscMode::kDenseWarmup);
@@ -342,13 +352,14 @@ TEST(CscAllreduce, WarmupThenSparseDeliversOrKeepsEveryElement) {
     EXPECT_EQ(outcome.chunks, 16u);
     EXPECT_EQ(outcome.selectedChunks, 4u);
     EXPECT_EQ(outcome.normsSent, 16u);
-    EXPECT_EQ(outcome.elementsSent, dense.lastValues);
+    EXPECT_EQ(outcome.elementsSent, csc.dense.lastValues);
     EXPECT_LE(outcome.elementsSent, 4u * 64);
-    ASSERT_EQ(scratch.selected.size(), 4u);
+    const std::vector<uint32_t>& selected = csc.scratch.selected;
+    ASSERT_EQ(selected.size(), 4u);
     for (size_t i = 0; i < count; ++i) {
       const float g = before[i] + send[i];
-      const bool chosen = std::binary_search(scratch.selected.begin(), scratch.selected.end(),
-                                             static_cast<uint32_t>(i / 64));
+      const bool chosen =
+          std::binary_search(selected.begin(), selected.end(), static_cast<uint32_t>(i / 64));
       ASSERT_EQ(recv[i], chosen ? g : 0.0f) << "call " << call << " element " << i;
       ASSERT_EQ(entry->data()[i], chosen ? 0.0f : g) << "call " << call << " element " << i;
     }
@@ -357,96 +368,64 @@ TEST(CscAllreduce, WarmupThenSparseDeliversOrKeepsEveryElement) {
 
 TEST(CscAllreduce, InPlaceReadsSendBeforeWritingRecv) {
   const size_t count = 300;
-  CscResidualStore store(1 << 20);
-  CscResidual* entry = store.findOrCreate(1, 0x1, count);
-  OneRankDense dense;
-  CscScratch scratch;
+  OneRankCsc csc(count);
   std::vector<float> buffer(count);
   for (size_t i = 0; i < count; ++i) buffer[i] = float(i % 7) - 3.0f + (i >= 200 ? 100.0f : 0);
   const std::vector<float> send = buffer;
-  ASSERT_TRUE(cscAllreduce(CscParams{0.3, 100, 0}, entry, buffer.data(), buffer.data(), count,
-                           dense, scratch, nullptr)
-                  .isOk());
+  ASSERT_TRUE(csc.run(CscParams{0.3, 100, 0}, buffer.data(), buffer.data(), count).isOk());
   for (size_t i = 0; i < count; ++i) {
     EXPECT_EQ(buffer[i], i >= 200 ? send[i] : 0.0f) << i;
-    EXPECT_EQ(entry->data()[i], i >= 200 ? 0.0f : send[i]) << i;
+    EXPECT_EQ(csc.entry->data()[i], i >= 200 ? 0.0f : send[i]) << i;
   }
 }
 
 TEST(CscAllreduce, NanChunkIsDeliveredAndLeavesNoNanBehind) {
   const size_t count = 40;
-  CscResidualStore store(1 << 20);
-  CscResidual* entry = store.findOrCreate(1, 0x1, count);
-  OneRankDense dense;
-  CscScratch scratch;
+  OneRankCsc csc(count);
   std::vector<float> send(count, 1000.0f), recv(count);
-  send[33] = kNan;  // chunk 3 of 4, the smallest by everything else
-  for (size_t i = 30; i < 40; ++i) send[i] = i == 33 ? kNan : 0.0f;
-  ASSERT_TRUE(cscAllreduce(CscParams{0.25, 10, 0}, entry, send.data(), recv.data(), count, dense,
-                           scratch, nullptr)
-                  .isOk());
-  EXPECT_EQ(scratch.selected, (std::vector<uint32_t>{3}));
+  for (size_t i = 30; i < 40; ++i) send[i] = i == 33 ? kNan : 0.0f;  // chunk 3, else smallest
+  ASSERT_TRUE(csc.run(CscParams{0.25, 10, 0}, send.data(), recv.data(), count).isOk());
+  EXPECT_EQ(csc.scratch.selected, (std::vector<uint32_t>{3}));
   EXPECT_TRUE(std::isnan(recv[33]));
-  for (size_t i = 0; i < count; ++i) EXPECT_FALSE(std::isnan(entry->data()[i])) << i;
+  for (size_t i = 0; i < count; ++i) EXPECT_FALSE(std::isnan(csc.entry->data()[i])) << i;
 }
 
 TEST(CscAllreduce, BadParametersLeaveTheEntryUntouched) {
-  CscResidualStore store(1 << 20);
-  CscResidual* entry = store.findOrCreate(1, 0x1, 8);
-  OneRankDense dense;
-  CscScratch scratch;
+  OneRankCsc csc(8);
   std::vector<float> send(8, 1.0f), recv(8);
-  EXPECT_EQ(cscAllreduce(CscParams{0.5, 0, 0}, entry, send.data(), recv.data(), 8, dense, scratch,
-                         nullptr)
-                .code(),
+  EXPECT_EQ(csc.run(CscParams{0.5, 0, 0}, send.data(), recv.data(), 8).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(cscAllreduce(CscParams{0.0, 4, 0}, entry, send.data(), recv.data(), 8, dense, scratch,
-                         nullptr)
-                .code(),
+  EXPECT_EQ(csc.run(CscParams{0.0, 4, 0}, send.data(), recv.data(), 8).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(cscAllreduce(CscParams{0.5, 4, 0}, entry, send.data(), recv.data(), 7, dense, scratch,
-                         nullptr)
-                .code(),
+  EXPECT_EQ(csc.run(CscParams{0.5, 4, 0}, send.data(), recv.data(), 7).code(),
             StatusCode::kInternal);
-  EXPECT_EQ(dense.normCalls + dense.valueCalls, 0);
-  EXPECT_EQ(entry->callsSeen, 0);
+  EXPECT_EQ(csc.dense.normCalls + csc.dense.valueCalls, 0);
+  EXPECT_EQ(csc.entry->callsSeen, 0);
 }
 
 TEST(CscAllreduce, FailedCollectiveResetsTheEntry) {
   for (bool failNorms : {true, false}) {
-    CscResidualStore store(1 << 20);
-    CscResidual* entry = store.findOrCreate(1, 0x1, 8);
-    OneRankDense dense;
-    CscScratch scratch;
+    OneRankCsc csc(8);
     std::vector<float> send(8, 1.0f), recv(8);
     send[0] = 5.0f;
-    ASSERT_TRUE(cscAllreduce(CscParams{0.5, 4, 0}, entry, send.data(), recv.data(), 8, dense,
-                             scratch, nullptr)
-                    .isOk());
-    ASSERT_EQ(entry->data()[4], 1.0f);  // chunk 1 kept
-    dense.failNorms = failNorms;
-    dense.failValues = !failNorms;
-    EXPECT_EQ(cscAllreduce(CscParams{0.5, 4, 0}, entry, send.data(), recv.data(), 8, dense, scratch,
-                           nullptr)
-                  .code(),
+    ASSERT_TRUE(csc.run(CscParams{0.5, 4, 0}, send.data(), recv.data(), 8).isOk());
+    ASSERT_EQ(csc.entry->data()[4], 1.0f);  // chunk 1 kept
+    csc.dense.failNorms = failNorms;
+    csc.dense.failValues = !failNorms;
+    EXPECT_EQ(csc.run(CscParams{0.5, 4, 0}, send.data(), recv.data(), 8).code(),
               StatusCode::kTransportError);
-    EXPECT_EQ(entry->callsSeen, 0);
-    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(entry->data()[i], 0.0f) << i;
+    EXPECT_EQ(csc.entry->callsSeen, 0);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(csc.entry->data()[i], 0.0f) << i;
   }
 }
 
 TEST(CscAllreduce, EmptyBufferSendsNothing) {
-  CscResidualStore store(1 << 20);
-  CscResidual* entry = store.findOrCreate(1, 0x1, 0);
-  OneRankDense dense;
-  CscScratch scratch;
+  OneRankCsc csc(0);
   CscOutcome outcome;
-  ASSERT_TRUE(
-      cscAllreduce(CscParams{0.1, 4, 0}, entry, nullptr, nullptr, 0, dense, scratch, &outcome)
-          .isOk());
+  ASSERT_TRUE(csc.run(CscParams{0.1, 4, 0}, nullptr, nullptr, 0, &outcome).isOk());
   EXPECT_EQ(outcome.mode, CscMode::kSparse);
   EXPECT_EQ(outcome.chunks, 0u);
-  EXPECT_EQ(dense.normCalls + dense.valueCalls, 0);
+  EXPECT_EQ(csc.dense.normCalls + csc.dense.valueCalls, 0);
 }
 
 }  // namespace

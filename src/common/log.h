@@ -7,9 +7,9 @@
 
 namespace gfshim {
 
-enum class LogLevel : uint8_t { kNone, kWarn, kInfo, kTrace };  // order matches GFSHIM_DEBUG
+enum class LogLevel : uint8_t { kNone, kWarn, kInfo, kTrace };  // GFSHIM_DEBUG (config.h)
 
-enum class LogSubsys : uint32_t {  // order matches GFSHIM_DEBUG_SUBSYS
+enum class LogSubsys : uint32_t {  // named for GFSHIM_DEBUG_SUBSYS in config.h
   kInit = 1u << 0,
   kConfig = 1u << 1,
   kPolicy = 1u << 2,

@@ -301,8 +301,8 @@ struct Settings {
   LogFilter log;  // GFSHIM_DEBUG, GFSHIM_DEBUG_SUBSYS
 
   // Not parameters: set by the init hook. fusionAvailable: fused MPI_Iallreduce can run on every
-  // rank (the progress mode below is agreed, and a thread got MPI_THREAD_MULTIPLE).
-  // progressInCalls: the agreed mode is calls (engine/fusion_queue.h), not a thread.
+  // rank (the progress mode, GFSHIM_PROGRESS, is agreed, and a thread got MPI_THREAD_MULTIPLE).
+  // progressInCalls: the agreed mode is calls (mpi/fusion_queue.h), not a thread.
   // nativeIallreduceBesideFusion: the MPI's own nonblocking collectives may run beside the fused
   // path's progress (calls, or an MPI whose are thread-safe: not Open MPI 4.1's libnbc), and no
   // rank had the CUDA driver at MPI_Init (so no rank needs the queue to stage a small call).

@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "common/log.h"
 #include "engine/policy.h"
@@ -221,7 +220,7 @@ bool engineState(Runtime& rt, const TypedArgs& a, const CallInfo& call, Plan* pl
   return true;
 }
 
-// The engine side of a call the policy accepted: a bucket of one (engine/engine.h). Out of line,
+// The engine side of a call the policy accepted: a bucket of one (mpi/engine.h). Out of line,
 // so the pass-through path of tiny calls keeps a small stack frame.
 __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, const CallInfo& call,
                                               Plan plan) {
@@ -272,7 +271,7 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
 }
 
 // An MPI_Iallreduce while fusion is on: queued for the communicator's fusion queue, which
-// completes the generalized request returned to the application (engine/fusion_queue.h). With an
+// completes the generalized request returned to the application (mpi/fusion_queue.h). With an
 // Open MPI progress thread, calls the engine cannot reduce (user op, derived datatype; `reason`
 // says which) are queued too, and the thread hands them to PMPI_Allreduce in their place in the
 // queue: so no MPI nonblocking collective runs beside the fusion thread (Open MPI 4.1's libnbc

@@ -1,6 +1,6 @@
 // Pass-through calls whose buffers may be in GPU memory (DESIGN.md, "GPU buffers"): staged around
 // the MPI call, so an MPI without CUDA support never sees a device pointer unless the user asked
-// for that. (Calls the engine runs choose their GPU route in engine/engine.h.)
+// for that. (Calls the engine runs choose their GPU route in mpi/engine.h.)
 #pragma once
 
 #include "engine/policy.h"

@@ -7,7 +7,7 @@
 // become resumable at their waits: a wait inside a task tests its transfer and yields until it
 // completes (src/mpi/pmpi_wait.h). So the same code serves a blocking call (run directly, its
 // waits block) and a queued operation progressed from the application's own MPI calls
-// (engine/fusion_queue.h, GFSHIM_PROGRESS=calls). One switch costs a swapcontext (~0.1-0.3 us),
+// (mpi/fusion_queue.h, GFSHIM_PROGRESS=calls). One switch costs a swapcontext (~0.1-0.3 us),
 // paid only while a transfer is still in flight.
 //
 //   driver (any thread, one at a time)        task body (its own stack)

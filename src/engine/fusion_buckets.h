@@ -1,6 +1,6 @@
 // Lazy allreduce, the pure part: which queued MPI_Iallreduce operations are reduced together.
 //
-// A negotiation round (engine/fusion_queue.h) agrees how many operations every rank takes from
+// A negotiation round (mpi/fusion_queue.h) agrees how many operations every rank takes from
 // the head of its queue: the minimum of the ranks' queue lengths. Because every rank starts its
 // Iallreduces on a communicator in the same order with matching counts, datatypes and ops, the
 // first `take` operations are the same operations on every rank, and packBuckets, a function of

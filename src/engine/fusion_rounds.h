@@ -1,5 +1,5 @@
 // The round loop of the lazy allreduce, without MPI: one communicator's queue of operations and
-// the loop its progress thread runs over them. engine/fusion_queue.h drives it over PMPI with
+// the loop its progress thread runs over them. mpi/fusion_queue.h drives it over PMPI with
 // generalized requests; the threads-as-ranks test (tests/fake/fusion_rounds_fake_test.cpp) drives
 // the same loop over the fake transport.
 //

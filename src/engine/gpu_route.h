@@ -1,4 +1,5 @@
-// Which way a blocking allreduce with GPU buffers goes, decided identically on every rank.
+// Which way an engine bucket (a blocking allreduce, or a fused bucket) with GPU buffers goes,
+// decided identically on every rank.
 //
 // A buffer's memory kind is a rank-local fact (DESIGN.md, invariant 2): one rank may hold a
 // gradient on its GPU while another holds it in host memory, and only some ranks may have NCCL.

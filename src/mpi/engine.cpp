@@ -46,11 +46,17 @@ std::string phaseArguments(const Timeline* timeline, const Bucket& bucket) {
          ", \"operations\": " + std::to_string(bucket.opCount);
 }
 
-std::string reducePhaseName(const Plan& plan) {
-  std::string name = plan.route == Route::kPassthrough ? "reduce native"
-                     : plan.algo == Algo::kTorus2d     ? "reduce torus2d"
-                     : plan.algo == Algo::kChain       ? "reduce chain"
-                                                       : "reduce ring";
+// Whether a bucket planned for the MPI's own algorithm may run it here: not inside a task (a
+// blocking collective would hold the application's thread until every peer joins; the progress
+// mode is agreed, so every rank answers alike) and not beyond the MPI's int counts.
+bool mpiAllreduceRunsHere(int64_t count) { return count <= INT_MAX && !Task::inTask(); }
+
+std::string reducePhaseName(const Plan& plan, int64_t count) {
+  const bool native = plan.route == Route::kPassthrough && mpiAllreduceRunsHere(count);
+  std::string name = native                        ? "reduce native"
+                     : plan.algo == Algo::kTorus2d ? "reduce torus2d"
+                     : plan.algo == Algo::kChain   ? "reduce chain"
+                                                   : "reduce ring";
   if (plan.lossy.any()) name += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
   return name;
 }
@@ -84,7 +90,9 @@ Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes) c
 GpuVote Engine::voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const {
   GpuVote vote;
   vote.device = at.anyDevice();
-  vote.cannotStage = vote.device && !settings_.gpuStaging;
+  // GFSHIM_GPU_STAGING=0 hands device buffers to the MPI, except inside a task, where no
+  // blocking MPI call may run: there they are staged.
+  vote.cannotStage = vote.device && !settings_.gpuStaging && !Task::inTask();
   if (!vote.device) return vote;
   // Every operation on one GPU, NCCL-placeable; the plugin's fused call has no sparse mode, so a
   // CSC bucket of several operations is staged (its residuals per operation live in host memory).
@@ -116,12 +124,13 @@ Status Engine::agree(const Bucket& bucket, const BucketOptions& options, const G
     GFSHIM_RETURN_IF_ERROR(agreeOnCall(comm_, transport_->waitState(),
                                        {bucket.count(), bucket.dtype, bucket.op},
                                        voting ? &values : nullptr));
-  } else if (voting) {
+  }
+  outcome->pastArgumentCheck = true;
+  if (!options.checkArguments && voting) {
     const TimelinePhase phase(timeline_, "gpu route agreement", phaseArguments(timeline_, bucket));
     const int rc = agreeMinimum(comm_, values.data(), static_cast<int>(values.size()));
     if (rc != MPI_SUCCESS) return mpiErrorStatus("agreement (GPU route)", rc);
   }
-  outcome->pastArgumentCheck = true;
   std::copy(values.begin(), values.end(), minimum->begin());
   return Status::ok();
 }
@@ -144,7 +153,7 @@ Status Engine::reduce(const Bucket& bucket, const Plan& plan, const BucketOption
     const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
     GFSHIM_RETURN_IF_ERROR(ensureNcclGroup(comm_, facts_, grid, gpu_, device, settings_, &ready));
     // Agreed on every rank, like the setting: stage, or hand the bucket to the MPI.
-    if (!ready) route = settings_.gpuStaging ? GpuRoute::kStaged : GpuRoute::kPassthrough;
+    if (!ready) route = stagingAllowed() ? GpuRoute::kStaged : GpuRoute::kPassthrough;
   }
   if (route == GpuRoute::kNccl) {
     bool declined = false;
@@ -154,11 +163,13 @@ Status Engine::reduce(const Bucket& bucket, const Plan& plan, const BucketOption
       outcome->route = GpuRoute::kNccl;
       return status;
     }
-    // Every rank's call was declined alike: every rank stages it, or fails it.
-    if (!settings_.gpuStaging) return status;
-    warnStagedAfterDecline(gpu_, bucket.opCount == 1 ? "NCCL allreduce" : "NCCL fused allreduce",
-                           status.message());
-    route = GpuRoute::kStaged;
+    // Every rank's call was declined alike, before any transfer: every rank stages it, or hands
+    // it to the MPI.
+    route = stagingAllowed() ? GpuRoute::kStaged : GpuRoute::kPassthrough;
+    if (route == GpuRoute::kStaged) {
+      warnStagedAfterDecline(gpu_, bucket.opCount == 1 ? "NCCL allreduce" : "NCCL fused allreduce",
+                             status.message());
+    }
   }
   outcome->route = route;
   GFSHIM_TRACE(kEngine, "bucket of %zu operations, %lld elements, GPU route %s", bucket.opCount,
@@ -259,14 +270,16 @@ Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute rou
         gpu_.stagingNumaNode = numaNodeOf(*driver, gpu_, device);
       }
     }
-    const TimelinePhase phase(timeline_, reducePhaseName(plan), arguments);
+    const TimelinePhase phase(timeline_, reducePhaseName(plan, op.count), arguments);
     const StagedCall staged{op.send, op.recv, op.at, count, elementBytes};
     return runStagedAllreduce(
         driver, gpu_.staging, gpu_.stagingNumaNode, staged, blockElements,
         [&](const void* in, void* out, size_t first, size_t elements) {
           // Residuals follow the user's buffer, wherever it lives.
-          const std::vector<ResidualKey> keys = {
-              {reinterpret_cast<uintptr_t>(op.recv) + first * elementBytes, elements}};
+          std::vector<ResidualKey> keys;
+          if (plan.lossy.any()) {
+            keys.push_back({reinterpret_cast<uintptr_t>(op.recv) + first * elementBytes, elements});
+          }
           return reduceBlock(bucket, plan, in, out, static_cast<int64_t>(elements), keys);
         });
   }
@@ -285,7 +298,7 @@ Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute rou
     }
   }
   {
-    const TimelinePhase phase(timeline_, reducePhaseName(plan), arguments);
+    const TimelinePhase phase(timeline_, reducePhaseName(plan, bucket.count()), arguments);
     GFSHIM_RETURN_IF_ERROR(reduceBlock(bucket, plan, packed, packed, bucket.count(), keys));
   }
   const TimelinePhase phase(timeline_, "unpack", arguments);
@@ -309,9 +322,9 @@ Status Engine::reduceBlock(const Bucket& bucket, const Plan& plan, const void* i
   Plan run = plan;
   if (plan.route == Route::kPassthrough) {
     // The cost model prefers the MPI's own algorithm (a fusion round's bucket; a blocking call
-    // that it gives to the MPI never reaches the engine). Inside a task no blocking collective
-    // may run, and the MPI's counts are int: the ring reduces it there.
-    if (count <= INT_MAX && !Task::inTask()) {
+    // that it gives to the MPI never reaches the engine). Where it may not run here, the ring
+    // reduces it.
+    if (mpiAllreduceRunsHere(count)) {
       const int rc = PMPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(count),
                                     bucket.mpiDatatype, bucket.mpiOp, comm_);
       return rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allreduce", rc);

@@ -1,6 +1,6 @@
 // The engine: one communicator's machinery that reduces a bucket. A bucket is a run of
 // operations of one (datatype, op) reduced as one allreduce of their concatenation; a blocking
-// MPI_Allreduce is a bucket of one, a fusion round's bucket holds many (engine/fusion_queue.h).
+// MPI_Allreduce is a bucket of one, a fusion round's bucket holds many (mpi/fusion_queue.h).
 // The blocking hook and the fusion queue each own an Engine on a private communicator of their
 // own, and both reduce through Engine::reduce, so placement, agreement and algorithm are decided
 // and run in one place:
@@ -14,7 +14,7 @@
 //             CUDA driver, the GPU route vote (engine/gpu_route.h) in the same allreduce
 //   route     NCCL through the plugin (one operation: its allreduce, lossy modes included; many:
 //             its fused allreduce, exact or a codec), else the host: one operation through the
-//             staging pipeline in blocks (engine/staged_allreduce.h; host buffers in place),
+//             staging pipeline in blocks (gpu/staged_allreduce.h; host buffers in place),
 //             many packed into one host buffer (device buffers copied, a failed copy reduced as
 //             zeros); or, where a device buffer may be neither reduced by NCCL nor staged, back
 //             to the caller, which hands the operations to the MPI
@@ -37,6 +37,7 @@
 #include "algo/torus_grid.h"
 #include "algo/workspace.h"
 #include "common/status.h"
+#include "common/task.h"
 #include "config/config.h"
 #include "engine/gpu_route.h"
 #include "engine/lossy_allreduce.h"
@@ -71,7 +72,7 @@ struct Bucket {
 
 struct BucketOptions {
   // Agree the arguments (count, datatype, op) first: a mismatch fails the call on every rank
-  // before any transfer (GFSHIM_CHECK_CALLS, engine/call_check.h).
+  // before any transfer (GFSHIM_CHECK_CALLS, mpi/call_check.h).
   bool checkArguments = false;
   // Runs on every rank before an agreed NCCL route starts (the blocking path waits there for its
   // fusion queue's NCCL work: FusionQueue::waitForEnqueued).
@@ -114,6 +115,9 @@ class Engine {
                 BucketOutcome* outcome);
 
  private:
+  // Device buffers may be staged (GFSHIM_GPU_STAGING, or inside a task, where the MPI may not
+  // take them: a blocking call there would hold the application's thread).
+  bool stagingAllowed() const { return settings_.gpuStaging || Task::inTask(); }
   // This rank's GPU route vote for the bucket (engine/gpu_route.h).
   GpuVote voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const;
   Status agree(const Bucket& bucket, const BucketOptions& options, const GpuVote& vote,

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
+#include <climits>
 #include <vector>
 
 #include "common/log.h"
@@ -378,11 +378,14 @@ Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
   BucketOutcome outcome;
   GFSHIM_RETURN_IF_ERROR(engine_->reduce(reduced, plan, BucketOptions(), &outcome));
   if (outcome.route == GpuRoute::kPassthrough) {
-    // Device buffers neither NCCL nor staging may take: the MPI reduces each as it is.
+    // Device buffers neither NCCL nor staging may take (progress thread only: inside a task they
+    // are staged): the MPI reduces each as it is, as a blocking call's would be.
     for (size_t index : bucket.ops) {
       reduceNative(run[index]);
+      stats_->record(Reason::kGpuNoPath, run[index].bytes(), 0, 0);
       stats_->recordGpu(kGpuToMpi, run[index].bytes());
     }
+    return Status::ok();
   }
   const auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
@@ -436,8 +439,15 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
 
 void FusionQueue::reduceNative(PendingOp& op) {
   const TimelinePhase phase(settings_.timeline, "reduce native (PMPI_Allreduce)");
-  op.nativeError = PMPI_Allreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv,
-                                  static_cast<int>(op.count), op.mpiDatatype, op.mpiOp, comm_);
+  const void* send = op.send == op.recv ? MPI_IN_PLACE : op.send;
+#ifdef GFSHIM_HAVE_BIGCOUNT
+  if (op.count > INT_MAX) {  // an MPI_Iallreduce_c's device buffers
+    op.nativeError = PMPI_Allreduce_c(send, op.recv, op.count, op.mpiDatatype, op.mpiOp, comm_);
+    return;
+  }
+#endif
+  op.nativeError =
+      PMPI_Allreduce(send, op.recv, static_cast<int>(op.count), op.mpiDatatype, op.mpiOp, comm_);
 }
 
 void FusionQueue::complete(std::vector<PendingOp>& taken, const Status& status) {

@@ -13,12 +13,15 @@
 //           head of its queue -- the same operations everywhere, since all ranks start their
 //           Iallreduces on a communicator in the same order -- packs the engine's operations into
 //           buckets (fusion_buckets.h), reduces each bucket through the queue's Engine
-//           (engine/engine.h: the code that runs a blocking call, which is a bucket of one; ring /
+//           (mpi/engine.h: the code that runs a blocking call, which is a bucket of one; ring /
 //           torus2d / the MPI's, chosen by the cost model for the bucket's size, on the host or
 //           through NCCL), and completes the requests (MPI_Grequest_complete). Operations of at
 //           least the cost model's fusionAloneBytes are reduced alone, in place. Operations the
 //           engine cannot reduce (user op, derived datatype) go to PMPI_Allreduce alone, in their
-//           place (queued only under an Open MPI progress thread). min == max means every queue is
+//           place (queued only where the MPI's own MPI_Iallreduce may not run beside the shim's
+//           progress: an Open MPI progress thread, or some rank had CUDA at MPI_Init; with
+//           progress in calls that blocking call then runs inside the task, a known limit).
+//           min == max means every queue is
 //           empty after the round: the thread sleeps on a condition variable until the next
 //           Iallreduce (no core is burned while idle), then gathers the burst for
 //           GFSHIM_CYCLE_MS or until the application waits; the task yields until one is
@@ -220,7 +223,7 @@ class FusionQueue {
   void complete(std::vector<PendingOp>& taken, const Status& status);
 
   // `run` points at the first operation of the run of engine operations `bucket` indexes into:
-  // the engine reduces them as one bucket (engine/engine.h).
+  // the engine reduces them as one bucket (mpi/engine.h).
   Status reduceBucket(PendingOp* run, const struct FusionBucket& bucket);
   // One operation by PMPI_Allreduce (a native one; a device buffer the MPI must take as it is).
   void reduceNative(PendingOp& op);

@@ -19,7 +19,7 @@
 
 namespace gfshim {
 
-// The GPU side of a communicator (engine/gpu_route.h, engine/staged_allreduce.h).
+// The GPU side of a communicator (engine/gpu_route.h, gpu/staged_allreduce.h).
 struct GpuCommState {
   // Agreed at setup: some rank had the CUDA driver loaded, so engine calls agree on their route.
   bool driverOnSomeRank = false;

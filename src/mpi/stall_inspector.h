@@ -5,9 +5,8 @@
 // Every PmpiTransport owns a WaitState that the thread running it updates (an operation starts, a
 // wait begins and ends: a few relaxed atomic stores) and registers it here. About once a second
 // the watchdog
-//  - answers its peers: a query (kStallQueryTag) on a watched communicator gets this rank's count
-//  of
-//    operations started there and how long it has been waiting (kStallAnswerTag);
+//  - answers its peers: a query (kStallQueryTag) on a watched communicator gets this rank's
+//    count of operations started there and how long it has been waiting (kStallAnswerTag);
 //  - for every registered wait older than the threshold, asks the other ranks of that
 //    communicator, and once they have answered (or after a grace period of two ticks) logs one
 //    WARN line (transport/stall_report.h); it warns again after each further threshold.

@@ -90,9 +90,7 @@ Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes) c
 GpuVote Engine::voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const {
   GpuVote vote;
   vote.device = at.anyDevice();
-  // GFSHIM_GPU_STAGING=0 hands device buffers to the MPI, except inside a task, where no
-  // blocking MPI call may run: there they are staged.
-  vote.cannotStage = vote.device && !settings_.gpuStaging && !Task::inTask();
+  vote.cannotStage = vote.device && !stagingAllowed();
   if (!vote.device) return vote;
   // Every operation on one GPU, NCCL-placeable; the plugin's fused call has no sparse mode, so a
   // CSC bucket of several operations is staged (its residuals per operation live in host memory).

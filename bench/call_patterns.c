@@ -203,6 +203,11 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "-t") == 0) cellSeconds = atof(argv[i + 1]);
     else if (strcmp(argv[i], "-r") == 0) rounds = atoi(argv[i + 1]);
   }
+  if (factor < 2 || rounds < 1 || minBytes < 1 || maxBytes < minBytes) {
+    fprintf(stderr, "call_patterns: -f needs an integer of at least 2, -r at least 1, and "
+                    "1 <= -b <= -e\n");
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -294,6 +294,11 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
     state->failure = status.message();
     return reportError(a.comm, status);
   }
+  // Fusion only where it pays, on the queue's agreed facts: the same answer on every rank.
+  if (!reason && mayGoToNativeIallreduce(call, rt.settings) &&
+      call.bytes() < state->fusion->aloneNativeBelowBytes()) {
+    return passthrough(rt, a, call, Reason::kAloneNativePredicted);
+  }
   PendingOp op;
   op.send = call.inPlace ? a.recv : a.send;
   op.recv = a.recv;

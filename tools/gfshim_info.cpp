@@ -9,8 +9,10 @@
 //   gfshim-info --params-markdown  the README's parameter table, generated from params.def
 //   gfshim-info --model --ranks-per-node X --nodes Y --bytes N [--inter-gbps G]
 //               [--inter-latency-us L] [--intra-gbps G] [--intra-latency-us L]
+//               [--oversubscribed yes|no]
 //                                  predicted time and latency steps of ring, 2D torus and
-//                                  recursive doubling (src/engine/cost_model.h)
+//                                  recursive doubling (src/engine/cost_model.h), and the
+//                                  fusion thresholds it implies
 //
 // It reads the same environment and GFSHIM_CONFIG file as the shim, so it also shows what a bad
 // value would fall back to.
@@ -259,7 +261,8 @@ bool launchedByMpirun() {
 constexpr const char* kUsage =
     "usage: gfshim-info [--params-markdown | --model --ranks-per-node X --nodes Y --bytes N\n"
     "                   [--inter-gbps G] [--inter-latency-us L] [--intra-gbps G] "
-    "[--intra-latency-us L]]\n";
+    "[--intra-latency-us L]\n"
+    "                   [--oversubscribed yes|no]]\n";
 
 int printModel(int argc, char** argv) {
   gfshim::ClusterShape shape;
@@ -273,7 +276,14 @@ int printModel(int argc, char** argv) {
     const double number = std::strtod(value.c_str(), &end);
     const bool numeric = end != value.c_str() && *end == '\0' && number > 0;
     std::string why;
-    if (flag == "--bytes") {
+    if (flag == "--oversubscribed") {
+      if (value != "yes" && value != "no") {
+        std::fprintf(stderr, "gfshim-info: --oversubscribed takes yes or no, not '%s'\n%s",
+                     value.c_str(), kUsage);
+        return 2;
+      }
+      shape.oversubscribed = value == "yes";
+    } else if (flag == "--bytes") {
       if (!gfshim::parseByteCount(value, &bytes, &why) || bytes == 0) {
         std::fprintf(stderr, "gfshim-info: --bytes '%s': %s\n", value.c_str(), why.c_str());
         return 2;
@@ -311,6 +321,10 @@ int printModel(int argc, char** argv) {
       static_cast<long long>(shape.ranksPerNode), static_cast<unsigned long long>(bytes),
       shape.interNode.bytesPerSecond * 8 / 1e9, shape.interNode.latencySeconds * 1e6,
       shape.intraNode.bytesPerSecond * 8 / 1e9, shape.intraNode.latencySeconds * 1e6);
+  if (shape.oversubscribed) {
+    std::printf("oversubscribed: every latency step costs %.0f us more\n",
+                gfshim::kOversubscribedStepSeconds * 1e6);
+  }
   std::printf("%-20s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
   const std::pair<const char*, gfshim::AlgorithmCost> rows[] = {
       {"ring", gfshim::ringCost(shape, n)},
@@ -320,6 +334,12 @@ int printModel(int argc, char** argv) {
     std::printf("%-20s %14lld %14.6f\n", name, static_cast<long long>(cost.latencySteps),
                 cost.seconds);
   }
+  const uint64_t aloneNative = gfshim::fusedAloneBeatsNativeBytes(shape);
+  std::printf(
+      "fusion: operations of at least %llu bytes are reduced alone; an MPI_Iallreduce "
+      "found alone is fused from %s bytes (below: the MPI's own, where it may run)\n",
+      static_cast<unsigned long long>(gfshim::fusionAloneBytes(shape)),
+      aloneNative == UINT64_MAX ? "never" : std::to_string(aloneNative).c_str());
   return 0;
 }
 

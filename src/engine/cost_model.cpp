@@ -2,16 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace gfshim {
 namespace {
+
+double latencyOf(const ClusterShape& shape, const LinkCost& link) {
+  return link.latencySeconds + (shape.oversubscribed ? kOversubscribedStepSeconds : 0);
+}
 
 // Time of one step that moves `bytes` over every link class the ranks use at once: a flat ring
 // or recursive doubling step has pairs inside nodes and pairs across nodes, and waits for the
 // slower of the two.
 double stepSeconds(const ClusterShape& shape, double bytes) {
-  auto over = [bytes](const LinkCost& link) {
-    return link.latencySeconds + bytes / link.bytesPerSecond;
+  auto over = [&shape, bytes](const LinkCost& link) {
+    return latencyOf(shape, link) + bytes / link.bytesPerSecond;
   };
   double seconds = shape.ranksPerNode > 1 ? over(shape.intraNode) : 0;
   if (shape.nodes > 1) seconds = std::max(seconds, over(shape.interNode));
@@ -35,6 +40,25 @@ uint64_t fusionAloneBytes(const ClusterShape& shape) {
   return static_cast<uint64_t>(saved * kCopyBytesPerSecond / 2);
 }
 
+uint64_t fusedAloneBeatsNativeBytes(const ClusterShape& shape) {
+  const double agreementSteps = recursiveDoublingCost(shape, 0).latencySteps;
+  auto fusedWins = [&shape, agreementSteps](double bytes) {
+    const double fused = agreementSteps * stepSeconds(shape, 0) + kBucketOverheadSeconds +
+                         ringCost(shape, bytes).seconds;
+    return fused < recursiveDoublingCost(shape, bytes).seconds;
+  };
+  // Both predictions grow linearly with the bytes (piecewise, across link classes), the fused
+  // one more slowly: one crossover, found by bisection.
+  uint64_t lo = 0, hi = uint64_t{1} << 40;
+  if (fusedWins(0)) return 0;
+  if (!fusedWins(static_cast<double>(hi))) return std::numeric_limits<uint64_t>::max();
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fusedWins(static_cast<double>(mid)) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 AlgorithmCost torusCost(const ClusterShape& shape, double bytes) {
   const double x = static_cast<double>(shape.ranksPerNode);
   const double y = static_cast<double>(shape.nodes);
@@ -44,11 +68,12 @@ AlgorithmCost torusCost(const ClusterShape& shape, double bytes) {
   cost.latencySteps = rowSteps + columnSteps;
   // Rows: N/X per step inside the node. Columns: N/(XY) per rank, X ranks sharing one NIC.
   // Reductions: X-1 of N/X in the row, Y-1 of N/(XY) in the column.
-  cost.seconds = static_cast<double>(rowSteps) *
-                     (shape.intraNode.latencySeconds + bytes / x / shape.intraNode.bytesPerSecond) +
-                 static_cast<double>(columnSteps) *
-                     (shape.interNode.latencySeconds + bytes / y / shape.interNode.bytesPerSecond) +
-                 ((x - 1) * bytes / x + (y - 1) * bytes / (x * y)) / shape.reduceBytesPerSecond;
+  cost.seconds =
+      static_cast<double>(rowSteps) *
+          (latencyOf(shape, shape.intraNode) + bytes / x / shape.intraNode.bytesPerSecond) +
+      static_cast<double>(columnSteps) *
+          (latencyOf(shape, shape.interNode) + bytes / y / shape.interNode.bytesPerSecond) +
+      ((x - 1) * bytes / x + (y - 1) * bytes / (x * y)) / shape.reduceBytesPerSecond;
   return cost;
 }
 

@@ -25,6 +25,11 @@ constexpr double kCopyBytesPerSecond = 5e9;
 // The shim's own cost of reducing one bucket more (plan, posting, completion): a few
 // microseconds, measured on the development VM.
 constexpr double kBucketOverheadSeconds = 4e-6;
+// What one latency step costs more where a node runs more ranks than it has CPUs: a rank waits
+// until its peer is scheduled again. Calibrated with 4 ranks on the 2-core development VM
+// (bench/never_slower.sh, Open MPI 4.1): one fused MPI_Iallreduce of 256K-1M lost to Open MPI's
+// own there and one of 2M won, which this figure puts at the model's crossover (~1.5M).
+constexpr double kOversubscribedStepSeconds = 40e-6;
 
 struct ClusterShape {
   int64_t ranksPerNode = 1;  // X
@@ -34,6 +39,8 @@ struct ClusterShape {
   // gamma: bytes of one operand reduced per second on one core. A float sum ran at 23 GB/s on
   // cache-resident 16 MB buffers on the development VM; 10 GB/s allows for memory-bound sizes.
   double reduceBytesPerSecond = kReduceBytesPerSecond;
+  // More ranks than CPUs on a node: every latency step costs kOversubscribedStepSeconds more.
+  bool oversubscribed = false;
 };
 
 struct AlgorithmCost {
@@ -48,5 +55,9 @@ AlgorithmCost recursiveDoublingCost(const ClusterShape& shape, double bytes);
 // copies of it cost more than one more ring (its 2(p-1) latency steps on the slowest link class
 // the ring crosses, plus kBucketOverheadSeconds).
 uint64_t fusionAloneBytes(const ClusterShape& shape);
+// The smallest MPI_Iallreduce worth fusing when it turns out to be alone: where the fused path
+// (the round's agreement, ceil(log2 p) latency steps; kBucketOverheadSeconds; the ring) is
+// predicted faster than the MPI's own algorithm (recursive doubling). UINT64_MAX: never.
+uint64_t fusedAloneBeatsNativeBytes(const ClusterShape& shape);
 
 }  // namespace gfshim

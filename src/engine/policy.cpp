@@ -80,6 +80,8 @@ const char* reasonText(Reason reason) {
       return "below GFSHIM_MIN_BYTES";
     case Reason::kBelowFusionMin:
       return "MPI_Iallreduce below GFSHIM_FUSION_MIN_BYTES (the MPI's own)";
+    case Reason::kAloneNativePredicted:
+      return "MPI_Iallreduce the MPI's own predicted faster than fused alone (cost model)";
     case Reason::kAlgoNative:
       return "GFSHIM_ALGO=native";
     case Reason::kAutoNative:
@@ -121,9 +123,7 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   // A small nonblocking call costs less as the MPI's own than fused (one negotiation and one
   // generalized request), wherever the MPI's nonblocking collectives may run beside the shim's
   // progress. Same reproducible exception as above.
-  if (call.nonblocking && settings.nativeIallreduceBesideFusion &&
-      call.bytes() < settings.fusionMinBytes &&
-      !(settings.reproducible && reproducibleModeCovers(*call.dtype))) {
+  if (mayGoToNativeIallreduce(call, settings) && call.bytes() < settings.fusionMinBytes) {
     return passthrough(Reason::kBelowFusionMin);
   }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
@@ -168,12 +168,22 @@ ClusterShape shapeOf(const CommFacts& comm) {
   shape.nodes = even ? comm.nodes : comm.size;
   shape.intraNode = comm.intraLink;
   shape.interNode = comm.interLink;
+  shape.oversubscribed = comm.oversubscribed;
   return shape;
 }
 
 }  // namespace
 
 uint64_t fusionAloneBytesOn(const CommFacts& comm) { return fusionAloneBytes(shapeOf(comm)); }
+
+uint64_t fusedAloneBeatsNativeBytesOn(const CommFacts& comm) {
+  return fusedAloneBeatsNativeBytes(shapeOf(comm));
+}
+
+bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings) {
+  return call.nonblocking && settings.nativeIallreduceBesideFusion &&
+         !(settings.reproducible && call.dtype && reproducibleModeCovers(*call.dtype));
+}
 
 namespace {
 

@@ -52,6 +52,7 @@ enum class Reason : uint8_t {
   kOverlappingBuffers,
   kBelowMinBytes,
   kBelowFusionMin,
+  kAloneNativePredicted,
   kAlgoNative,
   kAutoNative,
   kInterComm,
@@ -92,6 +93,7 @@ struct CommFacts {
   int ranksPerNode = 0;  // 0 when nodes hold different numbers of ranks
   LinkCost intraLink;    // agreed link figures for the cost model (src/topo/topology.h)
   LinkCost interLink;
+  bool oversubscribed = false;  // some node runs more ranks than it has CPUs (agreed)
 };
 
 // The cost model's predictions behind a GFSHIM_ALGO=auto choice (seconds; negative: the
@@ -122,6 +124,16 @@ struct Plan {
 // Lazy fusion: operations of at least this many bytes are reduced alone, in place (the cost
 // model's fusionAloneBytes on the communicator's agreed facts, so every rank cuts alike).
 uint64_t fusionAloneBytesOn(const CommFacts& comm);
+// Fusion only where it pays: an MPI_Iallreduce below this many bytes goes to the MPI's own
+// MPI_Iallreduce where it may (mayGoToNativeIallreduce), since fused alone it is predicted slower
+// (the cost model's fusedAloneBeatsNativeBytes on the agreed facts; high where a node runs more
+// ranks than it has CPUs).
+uint64_t fusedAloneBeatsNativeBytesOn(const CommFacts& comm);
+// Whether an MPI_Iallreduce may go to the MPI's own rather than be fused: the MPI's nonblocking
+// collectives may run beside the shim's progress (Settings::nativeIallreduceBesideFusion), and
+// the reproducible mode does not take it (the MPI's algorithm sums in another order than a fused
+// bucket holding the same call).
+bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings);
 
 // Call-level decision, made before any communicator state is looked up (the cheap common case
 // of small calls ends here). A kEngine result is provisional until planOnComm.

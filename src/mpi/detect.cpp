@@ -1,5 +1,7 @@
 #include "mpi/detect.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <fstream>
@@ -23,11 +25,33 @@ const LocalTopology& localTopology(const Settings& settings) {
   return local;
 }
 
-// The node of this rank by the MPI baseline: the communicator rank of its node's first member.
 // This rank's node as the world rank of its node's first rank, once learnWorldNode has run.
 std::atomic<int64_t> gWorldNode{-1};
+// How many of the job's ranks share this rank's node, and how many CPUs they may run on (the
+// union of their affinity masks), once learnWorldNode has run; 0: unknown.
+std::atomic<int> gWorldRanksOnNode{0};
+std::atomic<int> gWorldCpusOnNode{0};
 
-Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId) {
+// The union of the affinity masks of the node's ranks: the CPUs they share. Ranks bound to one
+// core each count one CPU each; unbound ranks all count every CPU of the node.
+Status cpusOfNode(MPI_Comm node, int* cpus) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
+    *cpus = 0;
+    return Status::ok();
+  }
+  cpu_set_t all;
+  const int rc =
+      PMPI_Allreduce(&mine, &all, static_cast<int>(sizeof(mine)), MPI_BYTE, MPI_BOR, node);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
+  *cpus = CPU_COUNT(&all);
+  return Status::ok();
+}
+
+// The node of this rank by the MPI baseline: the communicator rank of its node's first member.
+// With `learn` (MPI_COMM_WORLD, once) also how crowded the node is.
+Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId, bool learn = false) {
   const int64_t worldNode = gWorldNode.load(std::memory_order_acquire);
   if (worldNode >= 0) {
     *nodeId = worldNode;
@@ -39,10 +63,27 @@ Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId) {
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   rc = PMPI_Bcast(&rank, 1, MPI_INT, 0, node);
+  Status status = rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Bcast", rc);
+  if (status.isOk() && learn) {
+    int ranks = 0, cpus = 0;
+    PMPI_Comm_size(node, &ranks);
+    status = cpusOfNode(node, &cpus);
+    gWorldRanksOnNode.store(ranks, std::memory_order_relaxed);
+    gWorldCpusOnNode.store(cpus, std::memory_order_relaxed);
+  }
   PMPI_Comm_free(&node);
-  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Bcast", rc);
   *nodeId = rank;
-  return Status::ok();
+  return status;
+}
+
+// Whether this rank's node runs more of the job's ranks than it has CPUs for: the fewer of the
+// CPUs the ranks' affinity allows and the processing units the node's description gives (hwloc,
+// or GFSHIM_TOPO_FILE's `pus`).
+bool nodeOversubscribed(const NodeHardware& hardware) {
+  const int ranks = gWorldRanksOnNode.load(std::memory_order_relaxed);
+  int cpus = gWorldCpusOnNode.load(std::memory_order_relaxed);
+  if (hardware.pus > 0) cpus = cpus > 0 ? std::min(cpus, hardware.pus) : hardware.pus;
+  return ranks > 0 && cpus > 0 && ranks > cpus;
 }
 
 // The node of this rank by the file's layout (world rank / ranks_per_node), when it describes
@@ -87,7 +128,7 @@ void writeDumpOnce(const Settings& settings, int rank, const Topology& topology)
 
 Status learnWorldNode() {
   int64_t node = 0;
-  GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(MPI_COMM_WORLD, &node));
+  GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(MPI_COMM_WORLD, &node, true));
   gWorldNode.store(node, std::memory_order_release);
   return Status::ok();
 }
@@ -99,22 +140,26 @@ Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* det
   PMPI_Comm_size(comm, &size);
   Topology topology = local.topology;
 
-  int64_t mine[2] = {0, hardwareHash(topology.hardware)};
+  constexpr int kFields = 3;  // node, hardware hash, node oversubscribed
+  int64_t mine[kFields] = {0, hardwareHash(topology.hardware),
+                           nodeOversubscribed(topology.hardware) ? 1 : 0};
   if (!(local.layoutFromFile && fileNodeId(topology, &mine[0]))) {
     GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(comm, &mine[0]));
   }
-  std::vector<int64_t> all(2 * static_cast<size_t>(size));
-  int rc = PMPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm);
+  std::vector<int64_t> all(kFields * static_cast<size_t>(size));
+  int rc = PMPI_Allgather(mine, kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T, comm);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allgather", rc);
 
   detected->nodeOfRank.assign(static_cast<size_t>(size), 0);
   detected->hardwareUniform = true;
+  detected->oversubscribed = false;
   std::map<int64_t, int> ranksOnNode;
   for (int r = 0; r < size; ++r) {
-    detected->nodeOfRank[static_cast<size_t>(r)] =
-        static_cast<int>(all[2 * static_cast<size_t>(r)]);
-    ++ranksOnNode[all[2 * static_cast<size_t>(r)]];
-    detected->hardwareUniform &= all[2 * static_cast<size_t>(r) + 1] == mine[1];
+    const int64_t* theirs = &all[kFields * static_cast<size_t>(r)];
+    detected->nodeOfRank[static_cast<size_t>(r)] = static_cast<int>(theirs[0]);
+    ++ranksOnNode[theirs[0]];
+    detected->hardwareUniform &= theirs[1] == mine[1];
+    detected->oversubscribed |= theirs[2] != 0;
   }
   topology.nodes = static_cast<int>(ranksOnNode.size());
   topology.ranksPerNode = ranksOnNode.begin()->second;

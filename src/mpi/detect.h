@@ -30,12 +30,16 @@ struct CommTopology {
   Topology topology;            // agreed across the communicator's ranks
   std::vector<int> nodeOfRank;  // per communicator rank; equal ids mean the same node
   bool hardwareUniform = true;  // every rank described the same node hardware
-  std::string hardwareSource;   // this rank's, see LocalTopology
+  // Some node of the communicator runs more of the job's ranks than it has CPUs for (see
+  // learnWorldNode); false when unknown.
+  bool oversubscribed = false;
+  std::string hardwareSource;  // this rank's, see LocalTopology
   std::string transportSource;
 };
 
 // Collective over MPI_COMM_WORLD, once, from the init hook: learns this rank's node
-// (MPI_COMM_TYPE_SHARED), so that detectTopology afterwards creates no communicator. The fusion
+// (MPI_COMM_TYPE_SHARED), so that detectTopology afterwards creates no communicator, and how
+// many of the job's ranks share the node and how many CPUs their affinity gives them. The fusion
 // threads detect on their own communicators while the application may be creating its own, and
 // Open MPI 4.1 hung when threads created communicators concurrently (ompi_comm_nextcid).
 Status learnWorldNode();

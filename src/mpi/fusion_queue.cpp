@@ -164,6 +164,10 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
     if (!created->setUpStatus_.isOk()) {
       GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
                   created->setUpStatus_.message().c_str());
+    } else {
+      if (settings.settings.algo == AlgoChoice::kAuto) {
+        created->aloneNativeBelowBytes_ = fusedAloneBeatsNativeBytesOn(created->engine_->facts());
+      }
     }
     if (settings.timeline) created->tracer_.emplace(*settings.timeline);
     static std::atomic<long> lanes{TimelineLane::kFirstTaskLane};

@@ -201,6 +201,10 @@ class FusionQueue {
   // run at once (on a GPU that runs one kernel at a time, CUDA_DEVICE_MAX_CONNECTIONS=1, two
   // groups started in different orders on two ranks would wait for each other).
   void waitForEnqueued();
+  // Calls mode with GFSHIM_ALGO=auto, where the queue is set up as it is made: an MPI_Iallreduce
+  // below this many bytes is predicted faster as the MPI's own than fused alone (policy.h,
+  // fusedAloneBeatsNativeBytesOn). 0 otherwise: in thread mode the thread sets the queue up later.
+  uint64_t aloneNativeBelowBytes() const { return aloneNativeBelowBytes_; }
 
  private:
   friend class FusionRounds<PendingOp>;
@@ -245,6 +249,7 @@ class FusionQueue {
   std::optional<TimelinePhaseTracer> tracer_;  // calls mode with GFSHIM_TIMELINE
   long timelineLane_ = 0;                      // calls mode: this queue's timeline tid
   Status setUpStatus_;
+  uint64_t aloneNativeBelowBytes_ = 0;
   std::atomic<bool> active_{false};  // counted in progressAll's active queues
 };
 

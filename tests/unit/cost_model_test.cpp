@@ -59,13 +59,49 @@ TEST(CostModel, LatencyBoundSmallMessagesFavourRecursiveDoubling) {
 // and slower links make fusing larger operations pay.
 TEST(CostModel, FusionAloneBytesGrowWithRingLatency) {
   const uint64_t twoRanks = fusionAloneBytes(shape(2, 1));
-  EXPECT_EQ(twoRanks, static_cast<uint64_t>((ringCost(shape(2, 1), 0).seconds +
-                                             kBucketOverheadSeconds) *
-                                            kCopyBytesPerSecond / 2));
+  EXPECT_EQ(twoRanks,
+            static_cast<uint64_t>((ringCost(shape(2, 1), 0).seconds + kBucketOverheadSeconds) *
+                                  kCopyBytesPerSecond / 2));
   EXPECT_LT(twoRanks, fusionAloneBytes(shape(2, 8)));
   ClusterShape slow = shape(2, 8);
   slow.interNode.latencySeconds *= 10;
   EXPECT_LT(fusionAloneBytes(shape(2, 8)), fusionAloneBytes(slow));
+}
+
+// The lone-call crossover is where the fused path (agreement, bucket overhead, ring) becomes
+// predicted faster than recursive doubling: slower just below it, faster from it on.
+TEST(CostModel, FusedAloneBeatsNativeFromTheCrossoverOn) {
+  for (const ClusterShape& s : {shape(2, 1), shape(4, 1), shape(4, 2), shape(1, 16)}) {
+    const uint64_t crossover = fusedAloneBeatsNativeBytes(s);
+    ASSERT_GT(crossover, 0u);
+    ASSERT_LT(crossover, uint64_t{1} << 40);
+    auto fusedMinusNative = [&s](double bytes) {
+      return recursiveDoublingCost(s, 0).latencySteps * (s.ranksPerNode > 1 && s.nodes == 1
+                                                             ? s.intraNode.latencySeconds
+                                                             : s.interNode.latencySeconds) +
+             kBucketOverheadSeconds + ringCost(s, bytes).seconds -
+             recursiveDoublingCost(s, bytes).seconds;
+    };
+    EXPECT_GE(fusedMinusNative(static_cast<double>(crossover - 1)), 0);
+    EXPECT_LT(fusedMinusNative(static_cast<double>(crossover)), 0);
+  }
+  // One rank: nothing to save, the fused path only adds its overhead.
+  EXPECT_EQ(fusedAloneBeatsNativeBytes(shape(1, 1)), UINT64_MAX);
+}
+
+// More ranks than CPUs on a node: every latency step costs kOversubscribedStepSeconds more, which
+// the ring's many steps feel most, so lone calls stay with the MPI's own up to far larger sizes
+// and fused operations are reduced alone only from far larger sizes.
+TEST(CostModel, OversubscribedNodesMakeLatencyStepsCostly) {
+  ClusterShape crowded = shape(4, 1);
+  crowded.oversubscribed = true;
+  EXPECT_DOUBLE_EQ(ringCost(crowded, 0).seconds, 6 * (1e-6 + kOversubscribedStepSeconds));
+  EXPECT_DOUBLE_EQ(recursiveDoublingCost(crowded, 0).seconds,
+                   2 * (1e-6 + kOversubscribedStepSeconds));
+  EXPECT_DOUBLE_EQ(torusCost(crowded, 0).seconds, ringCost(crowded, 0).seconds);
+  EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), 8 * fusedAloneBeatsNativeBytes(shape(4, 1)));
+  EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), uint64_t{1} << 20);
+  EXPECT_GT(fusionAloneBytes(crowded), 8 * fusionAloneBytes(shape(4, 1)));
 }
 
 TEST(CostModel, OneRankCostsNothing) {

@@ -238,6 +238,17 @@ TEST(AutoPolicy, ManyNodesPassSmallMessagesToTheMpiAndKeepLargeOnes) {
   EXPECT_EQ(autoPlan(256 << 10, slow).reason, Reason::kAutoRing);
 }
 
+// Four ranks on a node with fewer CPUs: the ring's six steps each wait for a descheduled peer,
+// recursive doubling's two do, so a 512 KB call goes to the MPI there and to the ring otherwise.
+TEST(AutoPolicy, AnOversubscribedNodePassesMidSizesToTheMpi) {
+  CommFacts crowded = cluster(1, 4);
+  crowded.oversubscribed = true;
+  EXPECT_EQ(autoPlan(512 << 10, cluster(1, 4)).reason, Reason::kAutoRing);
+  EXPECT_EQ(autoPlan(512 << 10, crowded).reason, Reason::kAutoNative);
+  EXPECT_EQ(autoPlan(64 << 20, crowded).reason, Reason::kAutoRing);
+  EXPECT_GT(fusedAloneBeatsNativeBytesOn(crowded), fusedAloneBeatsNativeBytesOn(cluster(1, 4)));
+}
+
 TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheModel) {
   Settings forced = settings();
   forced.torusX = 2;
@@ -282,7 +293,6 @@ TEST(LossyPolicy, AutoKeepsALossyCallOnTheEngine) {
   // Exact plans carry no lossy mode.
   EXPECT_FALSE(autoPlan(64 << 20, cluster(4, 2)).lossy.any());
 }
-
 
 // GFSHIM_REPRODUCIBLE=1: floating-point calls of any size, blocking or fused, run the rank-ordered
 // chain exact, whatever the algorithm and lossy settings; other types keep their algorithm.

@@ -10,7 +10,8 @@
 #   bench/emulated_cluster.sh down                                 remove everything it created
 #   bench/emulated_cluster.sh check                                exit 0 if namespaces work here
 #
-# `run` forwards LD_PRELOAD and every GFSHIM_* variable of the environment to the ranks (export
+# `run` forwards LD_PRELOAD and every GFSHIM_* and OMPI_MCA_* variable of the environment to the
+# ranks (an MCA choice such as coll_tuned_allreduce_algorithm is then made in every rank) (export
 # LD_PRELOAD only for `run`: the script passes it with -x, so mpirun itself stays clean).
 # Addresses: 10.231.0.1..N/24, only inside the namespaces it creates (gfsw, gfn0..gfnN-1).
 # Facts (MACHINE-NOTES): no netem here, so no delay emulation; a tbf bucket under ~128 KiB
@@ -108,6 +109,7 @@ cmd_run() {
   local forward=()
   [[ -n ${LD_PRELOAD:-} ]] && forward+=(-x "LD_PRELOAD=$LD_PRELOAD")
   for name in $(env | sed -n 's/^\(GFSHIM_[A-Z_]*\)=.*/\1/p'); do forward+=(-x "$name"); done
+  for name in $(env | sed -n 's/^\(OMPI_MCA_[a-z_]*\)=.*/\1/p'); do forward+=(-x "$name"); done
   # mpirun runs inside node 0 (as host node0) so the other nodes can reach it over the bridge.
   env -u LD_PRELOAD OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     ip netns exec "$(node_ns 0)" unshare --uts /bin/sh -c 'hostname node0; exec "$@"' sh \

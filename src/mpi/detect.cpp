@@ -37,10 +37,8 @@ std::atomic<int> gWorldCpusOnNode{0};
 Status cpusOfNode(MPI_Comm node, int* cpus) {
   cpu_set_t mine;
   CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
-    *cpus = 0;
-    return Status::ok();
-  }
+  // A rank that cannot read its mask still takes part (an empty mask adds nothing).
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) CPU_ZERO(&mine);
   cpu_set_t all;
   const int rc =
       PMPI_Allreduce(&mine, &all, static_cast<int>(sizeof(mine)), MPI_BYTE, MPI_BOR, node);

@@ -106,19 +106,21 @@ for suite in "${suites[@]}"; do
       ;;
     tsan-mpi)
       configure_and_build build-tsan thread gfshim fusion_stress fusion_pending stall
-      # Every call fused (GFSHIM_FUSION_MIN_BYTES=0), by the progress thread and in calls (the
-      # round loop as a task on the application's thread, resumed from Open MPI's progress hook).
+      # Every call fused (GFSHIM_FUSION_MIN_BYTES=0, and GFSHIM_ALGO=ring: 3 ranks oversubscribe
+      # a 2-core machine, where auto would send lone calls to the MPI's own), by the progress
+      # thread and in calls (the round loop as a task on the application's thread, resumed from
+      # Open MPI's progress hook).
       run_mpi tsan-fusion-stress-thread-np2 2 "fusion_stress: .* passed" \
-        --env GFSHIM_PROGRESS=thread --env GFSHIM_FUSION_MIN_BYTES=0 \
+        --env GFSHIM_PROGRESS=thread --env GFSHIM_FUSION_MIN_BYTES=0 --env GFSHIM_ALGO=ring \
         "$root/build-tsan/tests/fusion_stress" 3 1002
       run_mpi tsan-fusion-stress-calls-np3 3 "fusion_stress: .* passed" \
-        --env GFSHIM_PROGRESS=calls --env GFSHIM_FUSION_MIN_BYTES=0 \
+        --env GFSHIM_PROGRESS=calls --env GFSHIM_FUSION_MIN_BYTES=0 --env GFSHIM_ALGO=ring \
         "$root/build-tsan/tests/fusion_stress" 2 1003
       run_mpi tsan-fusion-pending-np3 3 "pending at MPI_Comm_free: completed" \
-        "$root/build-tsan/tests/fusion_pending"
+        --env GFSHIM_ALGO=ring "$root/build-tsan/tests/fusion_pending"
       # The stall inspector's watchdog thread asking and answering beside the engine threads.
       run_mpi tsan-stall-inspector-np3 3 "not joined: rank 2" --env GFSHIM_STALL_WARN_SEC=1 \
-        --env GFSHIM_MIN_BYTES=0 "$root/build-tsan/tests/stall" fused 2 3
+        --env GFSHIM_MIN_BYTES=0 --env GFSHIM_ALGO=ring "$root/build-tsan/tests/stall" fused 2 3
       if cmake --build "$root/build-tsan" --target help | grep emulated_nccl_shim >/dev/null; then
         configure_and_build build-tsan thread emulated_nccl_shim gpu_buffers_fake
         emulated="$root/build-tsan/tests/emulnccl"

@@ -148,9 +148,10 @@ int reportError(MPI_Comm comm, const Status& status) {
 void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
   if (state.facts().rank != 0 || !logEnabled(LogLevel::kInfo, LogSubsys::kPolicy)) return;
   if (!state.loggedShapes.insert({call.bytes(), *call.dtype}).second) return;
-  const std::string segment = plan.route == Route::kEngine
-                                  ? ", segment " + std::to_string(plan.segmentBytes) + " bytes"
-                                  : "";
+  std::string segment = plan.route == Route::kEngine
+                            ? ", segment " + std::to_string(plan.segmentBytes) + " bytes"
+                            : "";
+  if (plan.algo == Algo::kTorus2d) segment += ", " + std::to_string(plan.torusPieces) + " pieces";
   const std::string estimate = formatEstimate(plan.estimate);
   GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s%s%s%s",
               static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),

@@ -326,12 +326,15 @@ int printModel(int argc, char** argv) {
                 gfshim::kOversubscribedStepSeconds * 1e6);
   }
   std::printf("%-20s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
-  const std::pair<const char*, gfshim::AlgorithmCost> rows[] = {
+  const int64_t pieces = gfshim::bestTorusPieces(shape, n);
+  const std::string pipelined = "torus2d, " + std::to_string(pieces) + " pieces";
+  const std::pair<std::string, gfshim::AlgorithmCost> rows[] = {
       {"ring", gfshim::ringCost(shape, n)},
-      {"torus2d", gfshim::torusCost(shape, n)},
+      {"torus2d, 1 piece", gfshim::torusCost(shape, n)},
+      {pipelined, gfshim::torusCost(shape, n, pieces)},
       {"recursive doubling", gfshim::recursiveDoublingCost(shape, n)}};
   for (const auto& [name, cost] : rows) {
-    std::printf("%-20s %14lld %14.6f\n", name, static_cast<long long>(cost.latencySteps),
+    std::printf("%-20s %14lld %14.6f\n", name.c_str(), static_cast<long long>(cost.latencySteps),
                 cost.seconds);
   }
   const uint64_t aloneNative = gfshim::fusedAloneBeatsNativeBytes(shape);

@@ -3,63 +3,172 @@
 #include "algo/compressed_ring.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
+#include "common/task.h"
 #include "common/trace_phase.h"
 #include "transport/group_transport.h"
 
 namespace gfshim {
 namespace {
 
-// The three ring passes of the torus over row and column views of `transport`. `runPass(schedule,
-// part, ring, send, recv)` runs one pass with the plain or the compressed ring; the part tells
-// which pass it is (kReduceScatter: row, reads the input; kAllreduce: column; kAllgather: row).
+// One piece of the buffer through one pass of the torus: `runPass(schedule, part, ring, workspace,
+// send, recv)` runs it with the plain or the compressed ring; the part tells which pass it is
+// (kReduceScatter: row, reads the input; kAllreduce: column; kAllgather: row).
 template <typename RunPass>
-Status runTorusPasses(const TorusGrid& grid, size_t count, size_t elementBytes,
-                      uint64_t segmentBytes, Transport& transport, const void* send, void* recv,
-                      RunPass&& runPass) {
-  GroupTransport row(transport, grid.row, grid.rowIndex);
-  GroupTransport column(transport, grid.column, grid.columnIndex);
-  const RingSchedule rowSchedule(row.size(), row.rank(), count, elementBytes, segmentBytes);
-  {
+class TorusPieces {
+ public:
+  TorusPieces(const TorusGrid& grid, size_t count, size_t elementBytes, uint64_t segmentBytes,
+              size_t pieces, Transport& transport, const void* send, void* recv, RunPass& runPass)
+      : row_(transport, grid.row, grid.rowIndex),
+        column_(transport, grid.column, grid.columnIndex),
+        count_(count),
+        elementBytes_(elementBytes),
+        segmentBytes_(segmentBytes),
+        pieces_(pieces),
+        send_(static_cast<const std::byte*>(send)),
+        recv_(static_cast<std::byte*>(recv)),
+        runPass_(runPass) {}
+
+  size_t pieces() const { return pieces_; }
+
+  Status rowReduceScatter(size_t piece, Workspace& workspace) {
+    const ElementRange range =
+        ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+    const RingSchedule schedule(row_.size(), row_.rank(), range.count, elementBytes_,
+                                segmentBytes_);
     const TracePhase phase("torus row reduce-scatter");
-    GFSHIM_RETURN_IF_ERROR(runPass(rowSchedule, RingPart::kReduceScatter, row, send, recv));
+    return runPass_(schedule, RingPart::kReduceScatter, row_, workspace,
+                    send_ + range.offset * elementBytes_, recv_ + range.offset * elementBytes_);
   }
 
-  const ElementRange shard = ringChunk(count, row.size(), ringNext(row.rank(), row.size()));
-  void* shardData = static_cast<std::byte*>(recv) + shard.offset * elementBytes;
-  const RingSchedule columnSchedule(column.size(), column.rank(), shard.count, elementBytes,
-                                    segmentBytes);
-  {
+  Status columnAllreduce(size_t piece, Workspace& workspace) {
+    const ElementRange range =
+        ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+    const ElementRange shard =
+        ringChunk(range.count, row_.size(), ringNext(row_.rank(), row_.size()));
+    std::byte* shardData = recv_ + (range.offset + shard.offset) * elementBytes_;
+    const RingSchedule schedule(column_.size(), column_.rank(), shard.count, elementBytes_,
+                                segmentBytes_);
     const TracePhase phase("torus column allreduce");
-    GFSHIM_RETURN_IF_ERROR(
-        runPass(columnSchedule, RingPart::kAllreduce, column, shardData, shardData));
+    return runPass_(schedule, RingPart::kAllreduce, column_, workspace, shardData, shardData);
   }
-  const TracePhase phase("torus row allgather");
-  return runPass(rowSchedule, RingPart::kAllgather, row, recv, recv);
+
+  Status rowAllgather(size_t piece, Workspace& workspace) {
+    const ElementRange range =
+        ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+    const RingSchedule schedule(row_.size(), row_.rank(), range.count, elementBytes_,
+                                segmentBytes_);
+    std::byte* data = recv_ + range.offset * elementBytes_;
+    const TracePhase phase("torus row allgather");
+    return runPass_(schedule, RingPart::kAllgather, row_, workspace, data, data);
+  }
+
+ private:
+  GroupTransport row_;
+  GroupTransport column_;
+  size_t count_;
+  size_t elementBytes_;
+  uint64_t segmentBytes_;
+  size_t pieces_;
+  const std::byte* send_;
+  std::byte* recv_;
+  RunPass& runPass_;
+};
+
+// The torus over `pieces` consecutive parts of the buffer, its phases overlapped piece by piece:
+// a row lane runs reduce-scatter(k), then allgather(k-2), and so on; a column lane runs
+// allreduce(k) once reduce-scatter(k) is done. Row peers share a node and column peers do not, so
+// the two lanes never exchange messages between the same pair of ranks and each keeps its own
+// order on every rank. The lanes are tasks (common/task.h) resumed in turn: a wait inside one
+// tests and yields, so the node link carries a column piece while the row moves the next. One
+// piece: the three passes one after the other, no task.
+template <typename RunPass>
+Status runTorusPieces(TorusPieces<RunPass>& torus, Workspace& workspace) {
+  const size_t pieces = torus.pieces();
+  if (pieces <= 1) {
+    GFSHIM_RETURN_IF_ERROR(torus.rowReduceScatter(0, workspace));
+    GFSHIM_RETURN_IF_ERROR(torus.columnAllreduce(0, workspace));
+    return torus.rowAllgather(0, workspace);
+  }
+  Workspace& columnWorkspace = workspace.second();
+  size_t reduceScattered = 0, allreduced = 0;  // pieces done, in order
+  bool failed = false;
+  Status rowStatus, columnStatus;
+  // Gives way until `ready` holds or a lane failed; false after a failure.
+  auto await = [&failed](const auto& ready) {
+    while (!failed && !ready()) Task::yield();
+    return !failed;
+  };
+  Task rowLane([&] {
+    for (size_t step = 0; step < pieces + 2 && !failed; ++step) {
+      if (step < pieces) {
+        rowStatus = torus.rowReduceScatter(step, workspace);
+        if (!rowStatus.isOk()) break;
+        reduceScattered = step + 1;
+      }
+      if (step >= 2) {
+        const size_t piece = step - 2;
+        if (!await([&] { return allreduced > piece; })) return;
+        rowStatus = torus.rowAllgather(piece, workspace);
+        if (!rowStatus.isOk()) break;
+      }
+    }
+    if (!rowStatus.isOk()) failed = true;
+  });
+  Task columnLane([&] {
+    for (size_t piece = 0; piece < pieces; ++piece) {
+      if (!await([&] { return reduceScattered > piece; })) return;
+      columnStatus = torus.columnAllreduce(piece, columnWorkspace);
+      if (!columnStatus.isOk()) {
+        failed = true;
+        return;
+      }
+      allreduced = piece + 1;
+    }
+  });
+  // The column lane's phases go to the tracer's second lane, so each lane's nest (GFSHIM_TIMELINE).
+  PhaseTracer* const rowTracer = threadPhaseTracer();
+  PhaseTracer* const columnTracer = rowTracer != nullptr ? rowTracer->secondLane() : nullptr;
+  bool rowDone = false, columnDone = false;
+  while (!rowDone || !columnDone) {
+    if (!rowDone) rowDone = rowLane.resume();
+    if (!columnDone) {
+      setThreadPhaseTracer(columnTracer);
+      columnDone = columnLane.resume();
+      setThreadPhaseTracer(rowTracer);
+    }
+    Task::yield();  // inside a task (a fused bucket): its driver progresses too
+  }
+  GFSHIM_RETURN_IF_ERROR(rowStatus);
+  return columnStatus;
 }
 
 }  // namespace
 
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
-                         uint64_t segmentBytes, ReduceFn reduce, Transport& transport,
-                         Workspace& workspace, const void* send, void* recv) {
-  return runTorusPasses(
-      grid, count, elementBytes, segmentBytes, transport, send, recv,
-      [&](const RingSchedule& schedule, RingPart part, Transport& ring, const void* in, void* out) {
-        return runRing(schedule, part, reduce, ring, workspace, in, out);
-      });
+                         uint64_t segmentBytes, size_t pieces, ReduceFn reduce,
+                         Transport& transport, Workspace& workspace, const void* send, void* recv) {
+  auto runPass = [&](const RingSchedule& schedule, RingPart part, Transport& ring,
+                     Workspace& scratch, const void* in,
+                     void* out) { return runRing(schedule, part, reduce, ring, scratch, in, out); };
+  TorusPieces torus(grid, count, elementBytes, segmentBytes, pieces, transport, send, recv,
+                    runPass);
+  return runTorusPieces(torus, workspace);
 }
 
 Status runCompressedTorusAllreduce(const TorusGrid& grid, size_t count, uint64_t segmentBytes,
-                                   HalfFormat format, float scale, Transport& transport,
-                                   Workspace& workspace, const float* send, float* recv) {
-  return runTorusPasses(
-      grid, count, sizeof(float), segmentBytes, transport, send, recv,
-      [&](const RingSchedule& schedule, RingPart part, Transport& ring, const void* in, void* out) {
-        // The row reduce-scatter reads the input and scales it; the column sums scaled values.
-        const float passScale = part == RingPart::kReduceScatter ? scale : 1.0f;
-        return runCompressedRing(schedule, part, format, passScale, ring, workspace,
-                                 static_cast<const float*>(in), static_cast<float*>(out));
-      });
+                                   size_t pieces, HalfFormat format, float scale,
+                                   Transport& transport, Workspace& workspace, const float* send,
+                                   float* recv) {
+  auto runPass = [&](const RingSchedule& schedule, RingPart part, Transport& ring,
+                     Workspace& scratch, const void* in, void* out) {
+    // The row reduce-scatter reads the input and scales it; the column sums scaled values.
+    const float passScale = part == RingPart::kReduceScatter ? scale : 1.0f;
+    return runCompressedRing(schedule, part, format, passScale, ring, scratch,
+                             static_cast<const float*>(in), static_cast<float*>(out));
+  };
+  TorusPieces torus(grid, count, sizeof(float), segmentBytes, pieces, transport, send, recv,
+                    runPass);
+  return runTorusPieces(torus, workspace);
 }
 
 }  // namespace gfshim

@@ -34,12 +34,20 @@
 
 namespace gfshim {
 
+// `pieces` (1 or more, the same on every rank): the buffer is cut into that many consecutive
+// parts (ring-chunk sizes) whose phases overlap: while the column lane allreduces part k, the row
+// lane reduce-scatters part k+1 and gathers part k-1 (two tasks of common/task.h resumed in turn;
+// row and column peers never coincide, so their messages cannot cross). So the node links idle
+// only while the first part is reduce-scattered and the last gathered. Each part keeps the
+// guarantees above (its own chunks: summation orders differ from one piece, bits stay identical
+// on every rank). The column lane's scratch is workspace.second().
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
-                         uint64_t segmentBytes, ReduceFn reduce, Transport& transport,
-                         Workspace& workspace, const void* send, void* recv);
+                         uint64_t segmentBytes, size_t pieces, ReduceFn reduce,
+                         Transport& transport, Workspace& workspace, const void* send, void* recv);
 
 Status runCompressedTorusAllreduce(const TorusGrid& grid, size_t count, uint64_t segmentBytes,
-                                   HalfFormat format, float scale, Transport& transport,
-                                   Workspace& workspace, const float* send, float* recv);
+                                   size_t pieces, HalfFormat format, float scale,
+                                   Transport& transport, Workspace& workspace, const float* send,
+                                   float* recv);
 
 }  // namespace gfshim

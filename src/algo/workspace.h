@@ -29,7 +29,15 @@ class Workspace {
     return transferIds_;
   }
 
+  // A second workspace, made on first use and kept: for a second algorithm that runs at the same
+  // time as the one using this workspace (the pipelined torus's column lane).
+  Workspace& second() {
+    if (!second_) second_ = std::make_unique<Workspace>();
+    return *second_;
+  }
+
  private:
+  std::unique_ptr<Workspace> second_;
   std::unique_ptr<std::byte[]> memory_;
   size_t capacity_ = 0;
   std::vector<TransferId> transferIds_;

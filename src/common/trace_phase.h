@@ -11,6 +11,10 @@ class PhaseTracer {
   virtual ~PhaseTracer() = default;
   virtual void begin(const char* phase) = 0;
   virtual void end(const char* phase) = 0;
+  // A tracer for work that runs at the same time as this one's, interleaved on the same thread (the
+  // second lane of tasks of algo/torus_allreduce.h), so that each lane's phases nest in their own
+  // row; nullptr: that work is not traced.
+  virtual PhaseTracer* secondLane() { return nullptr; }
 };
 
 // The calling thread's tracer; nullptr removes it.

@@ -59,22 +59,40 @@ uint64_t fusedAloneBeatsNativeBytes(const ClusterShape& shape) {
   return hi;
 }
 
-AlgorithmCost torusCost(const ClusterShape& shape, double bytes) {
+AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces) {
   const double x = static_cast<double>(shape.ranksPerNode);
   const double y = static_cast<double>(shape.nodes);
-  AlgorithmCost cost;
-  const int64_t rowSteps = 2 * (shape.ranksPerNode - 1);
+  const double piece = bytes / static_cast<double>(std::max<int64_t>(pieces, 1));
+  const int64_t rowSteps = shape.ranksPerNode - 1;  // per row pass
   const int64_t columnSteps = 2 * (shape.nodes - 1);
-  cost.latencySteps = rowSteps + columnSteps;
   // Rows: N/X per step inside the node. Columns: N/(XY) per rank, X ranks sharing one NIC.
   // Reductions: X-1 of N/X in the row, Y-1 of N/(XY) in the column.
-  cost.seconds =
-      static_cast<double>(rowSteps) *
-          (latencyOf(shape, shape.intraNode) + bytes / x / shape.intraNode.bytesPerSecond) +
+  const double rowStep =
+      latencyOf(shape, shape.intraNode) + piece / x / shape.intraNode.bytesPerSecond;
+  const double reduceScatter =
+      static_cast<double>(rowSteps) * rowStep + (x - 1) * piece / x / shape.reduceBytesPerSecond;
+  const double allgather = static_cast<double>(rowSteps) * rowStep;
+  const double allreduce =
       static_cast<double>(columnSteps) *
-          (latencyOf(shape, shape.interNode) + bytes / y / shape.interNode.bytesPerSecond) +
-      ((x - 1) * bytes / x + (y - 1) * bytes / (x * y)) / shape.reduceBytesPerSecond;
+          (latencyOf(shape, shape.interNode) + piece / y / shape.interNode.bytesPerSecond) +
+      (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
+  AlgorithmCost cost;
+  cost.latencySteps = std::max<int64_t>(pieces, 1) * (2 * rowSteps + columnSteps);
+  cost.seconds = reduceScatter + allgather +
+                 static_cast<double>(std::max<int64_t>(pieces, 1) - 1) *
+                     std::max(reduceScatter + allgather, allreduce) +
+                 allreduce;
   return cost;
+}
+
+int64_t bestTorusPieces(const ClusterShape& shape, double bytes) {
+  int64_t best = 1;
+  for (int64_t pieces = 2; pieces <= 64; pieces *= 2) {
+    if (torusCost(shape, bytes, pieces).seconds < torusCost(shape, bytes, best).seconds) {
+      best = pieces;
+    }
+  }
+  return best;
 }
 
 AlgorithmCost recursiveDoublingCost(const ClusterShape& shape, double bytes) {

@@ -49,7 +49,15 @@ struct AlgorithmCost {
 };
 
 AlgorithmCost ringCost(const ClusterShape& shape, double bytes);
-AlgorithmCost torusCost(const ClusterShape& shape, double bytes);
+// The 2D torus over `pieces` parts of the buffer whose phases overlap (algo/torus_allreduce.h):
+// with rs, ag and ar one part's row reduce-scatter, row allgather and column allreduce,
+// rs + ag + (pieces - 1) * max(rs + ag, ar) + ar, so the slower lane sets the pace and the other
+// shows only while the first part is scattered and the last gathered. One piece: the three
+// phases one after the other. latencySteps counts every part's steps.
+AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces = 1);
+// The number of pieces (1, 2, 4, ... 64) with the lowest torusCost: more pieces hide more of the
+// shorter lane and pay more latency steps.
+int64_t bestTorusPieces(const ClusterShape& shape, double bytes);
 AlgorithmCost recursiveDoublingCost(const ClusterShape& shape, double bytes);
 // The smallest operation worth reducing alone rather than packed into a fused bucket: where two
 // copies of it cost more than one more ring (its 2(p-1) latency steps on the slowest link class

@@ -71,8 +71,8 @@ class EngineHalfWire final : public HalfWireBackend {
     Transport& transport = target_.transport;
     if (plan_.algo == Algo::kTorus2d && target_.grid != nullptr) {
       GFSHIM_RETURN_IF_ERROR(runCompressedTorusAllreduce(*target_.grid, count, plan_.segmentBytes,
-                                                         format, encodeScale, transport,
-                                                         target_.workspace, in, out));
+                                                         plan_.torusPieces, format, encodeScale,
+                                                         transport, target_.workspace, in, out));
     } else {
       const RingSchedule schedule(transport.size(), transport.rank(), count, sizeof(float),
                                   plan_.segmentBytes);

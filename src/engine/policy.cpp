@@ -187,6 +187,11 @@ bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings) {
 
 namespace {
 
+size_t torusPiecesFor(const ClusterShape& grid, const Settings& settings, double bytes) {
+  if (settings.torusPieces > 0) return static_cast<size_t>(settings.torusPieces);
+  return static_cast<size_t>(bestTorusPieces(grid, bytes));
+}
+
 Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
                   uint64_t bytes, bool nativeAllowed) {
   Plan plan = enginePlan;
@@ -200,7 +205,9 @@ Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings&
     shape.nodes = settings.torusY;
   }
   if (forcedGrid || (comm.ranksPerNode > 1 && comm.nodes > 1)) {
-    plan.estimate.torusSeconds = torusCost(shape, n).seconds;
+    plan.torusPieces = torusPiecesFor(shape, settings, n);
+    plan.estimate.torusSeconds =
+        torusCost(shape, n, static_cast<int64_t>(plan.torusPieces)).seconds;
   }
   const CostEstimate& e = plan.estimate;
   if (nativeAllowed && e.nativeSeconds < e.ringSeconds &&
@@ -215,6 +222,7 @@ Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings&
   } else {
     plan.algo = Algo::kRing;
     plan.reason = Reason::kAutoRing;
+    plan.torusPieces = 1;
   }
   return plan;
 }
@@ -297,14 +305,18 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
     plan.reason = reason;
     return plan;
   };
+  ClusterShape grid = shapeOf(comm);
   if (settings.torusX > 0) {
     if (settings.torusX * settings.torusY != comm.size) return ring(Reason::kRingTorusDimsMismatch);
+    grid.ranksPerNode = settings.torusX;
+    grid.nodes = settings.torusY;
     plan.reason = Reason::kTorusOnForcedDims;
-    return plan;
+  } else {
+    if (comm.ranksPerNode == 0) return ring(Reason::kRingTorusHeterogeneous);
+    if (comm.nodes <= 1 || comm.ranksPerNode <= 1) return ring(Reason::kRingTorusDegenerate);
+    plan.reason = Reason::kTorusOnNodes;
   }
-  if (comm.ranksPerNode == 0) return ring(Reason::kRingTorusHeterogeneous);
-  if (comm.nodes <= 1 || comm.ranksPerNode <= 1) return ring(Reason::kRingTorusDegenerate);
-  plan.reason = Reason::kTorusOnNodes;
+  plan.torusPieces = torusPiecesFor(grid, settings, static_cast<double>(bytes));
   return plan;
 }
 

@@ -117,6 +117,8 @@ struct Plan {
   Algo algo = Algo::kNone;
   Reason reason = Reason::kDisabled;
   uint64_t segmentBytes = 0;
+  // torus2d: the parts whose phases overlap (algo/torus_allreduce.h); 1: one after the other.
+  size_t torusPieces = 1;
   CostEstimate estimate;  // filled by chooseAlgorithm under GFSHIM_ALGO=auto
   LossyModes lossy;       // set by chooseAlgorithm for engine plans
 };

@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 
 #include "common/log.h"
@@ -22,7 +23,41 @@ long threadId() { return tLane != 0 ? tLane : static_cast<long>(syscall(SYS_gett
 
 }  // namespace
 
+long TimelineLane::fresh() {
+  static std::atomic<long> lanes{kFirstTaskLane};
+  return lanes.fetch_add(1, std::memory_order_relaxed);
+}
+
 TimelineLane::TimelineLane(long lane) : outer_(tLane) { tLane = lane; }
+
+namespace {
+
+// Phases on a fixed lane of a timeline.
+class LanePhaseTracer : public PhaseTracer {
+ public:
+  LanePhaseTracer(Timeline& timeline, long lane) : timeline_(timeline), lane_(lane) {}
+  void begin(const char* phase) override {
+    const TimelineLane lane(lane_);
+    timeline_.begin(phase);
+  }
+  void end(const char* phase) override {
+    const TimelineLane lane(lane_);
+    timeline_.end(phase);
+  }
+
+ private:
+  Timeline& timeline_;
+  long lane_;
+};
+
+}  // namespace
+
+PhaseTracer* TimelinePhaseTracer::secondLane() {
+  if (!secondLane_) {
+    secondLane_ = std::make_unique<LanePhaseTracer>(timeline_, TimelineLane::fresh());
+  }
+  return secondLane_.get();
+}
 
 TimelineLane::~TimelineLane() { tLane = outer_; }
 

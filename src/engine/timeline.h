@@ -50,6 +50,8 @@ class Timeline {
 class TimelineLane {
  public:
   static constexpr long kFirstTaskLane = 1000000;
+  // A lane no one else uses, from kFirstTaskLane on.
+  static long fresh();
   explicit TimelineLane(long lane);
   ~TimelineLane();
   TimelineLane(const TimelineLane&) = delete;
@@ -65,9 +67,12 @@ class TimelinePhaseTracer : public PhaseTracer {
   explicit TimelinePhaseTracer(Timeline& timeline) : timeline_(timeline) {}
   void begin(const char* phase) override { timeline_.begin(phase); }
   void end(const char* phase) override { timeline_.end(phase); }
+  // The same timeline on a lane of its own (made on first use).
+  PhaseTracer* secondLane() override;
 
  private:
   Timeline& timeline_;
+  std::unique_ptr<PhaseTracer> secondLane_;
 };
 
 // Begin and end of a phase on a timeline that may be absent (nullptr: nothing is recorded).

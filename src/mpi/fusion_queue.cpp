@@ -170,8 +170,7 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
       }
     }
     if (settings.timeline) created->tracer_.emplace(*settings.timeline);
-    static std::atomic<long> lanes{TimelineLane::kFirstTaskLane};
-    created->timelineLane_ = lanes.fetch_add(1, std::memory_order_relaxed);
+    created->timelineLane_ = TimelineLane::fresh();
     created->task_ = std::make_unique<Task>([raw] { raw->rounds_.run(*raw, raw->setUpStatus_); });
   } else {
     created->thread_ = std::thread([raw] { raw->run(); });

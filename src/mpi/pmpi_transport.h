@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -46,7 +47,10 @@ class PmpiTransport : public Transport {
   MPI_Comm comm_;
   int rank_;
   int size_;
-  std::vector<MPI_Request> requests_;
+  // A deque: a request stays where it is while another task posts more (two algorithms may run on
+  // one transport at once, interleaved as tasks: the pipelined torus's lanes), since a wait inside
+  // a task tests the request through its address across yields.
+  std::deque<MPI_Request> requests_;
   // Per request slot: the rank it sends to or receives from, and the bytes a receive expects
   // (-1 for a send).
   std::vector<int> peers_;

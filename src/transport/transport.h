@@ -5,7 +5,9 @@
 // Contract, as for MPI nonblocking point-to-point: a posted send's buffer must stay untouched and
 // a posted receive's buffer unread until wait() on its id returns; messages between one pair of
 // ranks match in posting order; wait() or cancel() must be called exactly once for every posted
-// id.
+// id. Two algorithms may use one transport at once, as tasks of one thread (common/task.h) that
+// exchange messages with different peers (the pipelined torus's row and column lanes): a wait
+// that yields must keep working while the other task posts and waits.
 #pragma once
 
 #include <cstddef>

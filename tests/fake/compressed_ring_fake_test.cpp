@@ -33,6 +33,7 @@ struct CompressedRun {
   uint64_t segmentBytes = 4096;
   bool inPlace = false;
   TorusDims torus;  // x == 0: the plain ring over all ranks
+  size_t torusPieces = 1;
 };
 
 // Runs one compressed allreduce of `inputs` (one vector per rank); returns every rank's result.
@@ -50,8 +51,8 @@ Buffers runCompressed(const Buffers& inputs, const CompressedRun& run, FakeFabri
     const float* in = run.inPlace ? out : inputs[static_cast<size_t>(r)].data();
     if (run.torus.x > 0) {
       const auto grid = torusGridFromDims(r, p, run.torus);
-      return runCompressedTorusAllreduce(*grid, count, run.segmentBytes, run.format, run.scale,
-                                         transport, workspace, in, out);
+      return runCompressedTorusAllreduce(*grid, count, run.segmentBytes, run.torusPieces,
+                                         run.format, run.scale, transport, workspace, in, out);
     }
     const RingSchedule schedule(p, r, count, sizeof(float), run.segmentBytes);
     return runCompressedRing(schedule, RingPart::kAllreduce, run.format, run.scale, transport,
@@ -330,11 +331,14 @@ TEST(CompressedTorusFake, GridsGiveIdenticalBitsExactIntegersAndBoundedError) {
     const size_t q = static_cast<size_t>(p);
     for (HalfFormat format : kFormats) {
       for (size_t count : {size_t{0}, size_t{1}, q - 1, q + 1, size_t{997}, size_t{30011}}) {
-        for (uint64_t segmentBytes : {uint64_t{64}, uint64_t{4096}}) {
+        for (const auto& [segmentBytes, pieces] :
+             {std::pair{uint64_t{64}, size_t{1}}, std::pair{uint64_t{4096}, size_t{1}},
+              std::pair{uint64_t{4096}, size_t{3}}}) {
           if (segmentBytes < 4096 && count > 2000) continue;
           CompressedRun run;
           run.format = format;
           run.segmentBytes = segmentBytes;
+          run.torusPieces = pieces;  // pipelined: each piece keeps the same bound
           run.torus = {x, y};
           run.inPlace = count % 2 == 0;
           ASSERT_NO_FATAL_FAILURE(checkExactIntegers(p, count, run));

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "common/task.h"
 
@@ -117,6 +118,9 @@ Status FakeTransport::wait(TransferId id) {
       while (!(completed = fabric_.tryComplete(channel, slot.sequence)) &&
              std::chrono::steady_clock::now() < deadline) {
         lock.unlock();
+        // The peers are threads of this process: give them the core (many spinning rank threads
+        // on few cores would otherwise each wait out a time slice per message).
+        std::this_thread::yield();
         Task::yield();
         lock.lock();
       }

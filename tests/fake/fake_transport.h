@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -85,7 +86,7 @@ class FakeTransport : public Transport {
 
   FakeFabric& fabric_;
   int rank_;
-  std::vector<Pending> pending_;
+  std::deque<Pending> pending_;  // stays put while another task posts (as PmpiTransport's)
   std::vector<TransferId> free_;
 };
 

@@ -17,9 +17,11 @@ float contribution(int rank, size_t i) {
   return static_cast<float>((rank + 1) * 5 + static_cast<int>(i % 997));
 }
 
-void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace) {
+void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace,
+                size_t pieces = 1) {
   SCOPED_TRACE(testing::Message() << x << "x" << y << " count=" << count
-                                  << " segment=" << segmentBytes << " inPlace=" << inPlace);
+                                  << " segment=" << segmentBytes << " inPlace=" << inPlace
+                                  << " pieces=" << pieces);
   const int p = x * y;
   FakeFabric fabric(p);
   std::vector<std::vector<float>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
@@ -29,7 +31,8 @@ void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace)
     for (size_t i = 0; i < count; ++i) s[i] = contribution(r, i);
     recv[static_cast<size_t>(r)] = inPlace ? s : std::vector<float>(count, -777.0f);
   }
-  const Plan plan = enginePlan(Algo::kTorus2d, Reason::kTorusOnForcedDims, segmentBytes);
+  Plan plan = enginePlan(Algo::kTorus2d, Reason::kTorusOnForcedDims, segmentBytes);
+  plan.torusPieces = pieces;
   CallInfo call;
   call.count = static_cast<int64_t>(count);
   call.dtype = DType::kFloat32;
@@ -66,6 +69,25 @@ TEST(TorusAllreduceFake, EveryGridUpTo5x5) {
   }
 }
 
+// Pipelined: the phases of consecutive pieces overlap (a row lane and a column lane); more pieces
+// than elements leaves some empty.
+TEST(TorusAllreduceFake, PiecesOverlapOnEveryGridUpTo5x5) {
+  for (int x = 1; x <= 5; ++x) {
+    for (int y = 1; y <= 5; ++y) {
+      const size_t p = static_cast<size_t>(x * y);
+      for (size_t pieces : {size_t{2}, size_t{3}}) {
+        for (size_t count : {size_t{0}, size_t{1}, p + 1, size_t{997}}) {
+          checkTorus(x, y, count, 4096, false, pieces);
+        }
+      }
+      checkTorus(x, y, 1009, 64, true, 7);
+    }
+  }
+  for (const auto& [x, y] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{3, 5}}) {
+    for (size_t pieces : {size_t{2}, size_t{8}}) checkTorus(x, y, 30011, 4096, false, pieces);
+  }
+}
+
 }  // namespace
 }  // namespace gfshim
 
@@ -78,7 +100,9 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
   for (const auto& [x, y] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{1, 5}, std::pair{4, 3}}) {
     const int p = x * y;
     const size_t count = 4099;
-    for (Algo algo : {Algo::kRing, Algo::kTorus2d}) {
+    for (const auto& [algo, pieces] :
+         {std::pair{Algo::kRing, size_t{1}}, std::pair{Algo::kTorus2d, size_t{1}},
+          std::pair{Algo::kTorus2d, size_t{4}}}) {
       FakeFabric fabric(p);
       std::vector<std::vector<float>> data(static_cast<size_t>(p), std::vector<float>(count));
       for (int r = 0; r < p; ++r) {
@@ -92,6 +116,7 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
       plan.route = Route::kEngine;
       plan.algo = algo;
       plan.segmentBytes = 512;
+      plan.torusPieces = pieces;
       CallInfo call;
       call.count = static_cast<int64_t>(count);
       call.dtype = DType::kFloat32;

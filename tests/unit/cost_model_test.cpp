@@ -104,6 +104,25 @@ TEST(CostModel, OversubscribedNodesMakeLatencyStepsCostly) {
   EXPECT_GT(fusionAloneBytes(crowded), 8 * fusionAloneBytes(shape(4, 1)));
 }
 
+// Pieces overlap the row lane with the column lane: where the node links are the slower lane,
+// more pieces hide the rows (down to the first scatter and the last gather), until the latency
+// steps of the extra pieces cost more than they hide.
+TEST(CostModel, TorusPiecesHideTheShorterLane) {
+  ClusterShape slowNet = shape(4, 4);
+  slowNet.interNode = {50e-6, 1e9 / 8};
+  slowNet.intraNode = {1e-6, 2e9};
+  const double n = 256e6;
+  const double one = torusCost(slowNet, n).seconds;
+  EXPECT_DOUBLE_EQ(torusCost(slowNet, n, 1).seconds, one);
+  EXPECT_LT(torusCost(slowNet, n, 8).seconds, one);
+  const int64_t best = bestTorusPieces(slowNet, n);
+  EXPECT_GT(best, 1);
+  EXPECT_LE(torusCost(slowNet, n, best).seconds, torusCost(slowNet, n, 2).seconds);
+  EXPECT_EQ(torusCost(slowNet, n, 8).latencySteps, 8 * torusCost(slowNet, n).latencySteps);
+  // No hiding possible: the latency of more pieces only costs.
+  EXPECT_EQ(bestTorusPieces(slowNet, 1024), 1);
+}
+
 TEST(CostModel, OneRankCostsNothing) {
   EXPECT_EQ(ringCost(shape(1, 1), 1e6).latencySteps, 0);
   EXPECT_EQ(ringCost(shape(1, 1), 1e6).seconds, 0);

@@ -249,6 +249,29 @@ TEST(AutoPolicy, AnOversubscribedNodePassesMidSizesToTheMpi) {
   EXPECT_GT(fusedAloneBeatsNativeBytesOn(crowded), fusedAloneBeatsNativeBytesOn(cluster(1, 4)));
 }
 
+// The torus's pieces come from the model (large calls on a slow network: several) unless
+// GFSHIM_TORUS_PIECES fixes them; the ring never carries any.
+TEST(AutoPolicy, TorusPiecesFromTheModelOrTheParameter) {
+  CommFacts slow = cluster(4, 4);
+  slow.interLink = {50e-6, 1e9 / 8};
+  slow.intraLink = {1e-6, 2e9};
+  const Plan big = autoPlan(256 << 20, slow);
+  ASSERT_EQ(big.algo, Algo::kTorus2d);
+  EXPECT_GT(big.torusPieces, 1u);
+  Settings fixed = settings();
+  fixed.torusPieces = 3;
+  EXPECT_EQ(autoPlan(256 << 20, slow, fixed).torusPieces, 3u);
+  Settings forced = settings(0, AlgoChoice::kTorus2d);
+  forced.torusPieces = 5;
+  CallInfo call = floatSum(1 << 20);
+  call.inPlace = true;
+  EXPECT_EQ(chooseAlgorithm(planOnComm(planCall(call, forced), slow), slow, forced, DType::kFloat32,
+                            RedOp::kSum, 4 << 20)
+                .torusPieces,
+            5u);
+  EXPECT_EQ(autoPlan(64 << 20, cluster(1, 4)).torusPieces, 1u);
+}
+
 TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheModel) {
   Settings forced = settings();
   forced.torusX = 2;

@@ -31,8 +31,7 @@ class TorusPieces {
   size_t pieces() const { return pieces_; }
 
   Status rowReduceScatter(size_t piece, Workspace& workspace) {
-    const ElementRange range =
-        ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+    const ElementRange range = rangeOf(piece);
     const RingSchedule schedule(row_.size(), row_.rank(), range.count, elementBytes_,
                                 segmentBytes_);
     const TracePhase phase("torus row reduce-scatter");
@@ -41,8 +40,7 @@ class TorusPieces {
   }
 
   Status columnAllreduce(size_t piece, Workspace& workspace) {
-    const ElementRange range =
-        ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+    const ElementRange range = rangeOf(piece);
     const ElementRange shard =
         ringChunk(range.count, row_.size(), ringNext(row_.rank(), row_.size()));
     std::byte* shardData = recv_ + (range.offset + shard.offset) * elementBytes_;
@@ -53,8 +51,7 @@ class TorusPieces {
   }
 
   Status rowAllgather(size_t piece, Workspace& workspace) {
-    const ElementRange range =
-        ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+    const ElementRange range = rangeOf(piece);
     const RingSchedule schedule(row_.size(), row_.rank(), range.count, elementBytes_,
                                 segmentBytes_);
     std::byte* data = recv_ + range.offset * elementBytes_;
@@ -63,6 +60,11 @@ class TorusPieces {
   }
 
  private:
+  // The piece's elements: ring-chunk sizes, so they differ by at most one.
+  ElementRange rangeOf(size_t piece) const {
+    return ringChunk(count_, static_cast<int>(pieces_), static_cast<int>(piece));
+  }
+
   GroupTransport row_;
   GroupTransport column_;
   size_t count_;

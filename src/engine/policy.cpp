@@ -1,5 +1,7 @@
 #include "engine/policy.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
@@ -103,6 +105,39 @@ const char* reasonText(Reason reason) {
 // Engine reasons come first in the enum.
 bool isEngineReason(Reason reason) { return reason <= Reason::kReproducibleChain; }
 
+SmallCallRule smallCallRule(const Settings& settings) {
+  SmallCallRule rule;
+  if (!settings.enable) return rule;
+  // Fusion exists for small tensors: GFSHIM_MIN_BYTES applies to blocking calls only. A small
+  // nonblocking call costs less as the MPI's own than fused (one negotiation and one generalized
+  // request), wherever the MPI's nonblocking collectives may run beside the shim's progress.
+  rule.blockingBelowBytes = settings.minBytes;
+  if (settings.fusion && settings.fusionAvailable && settings.nativeIallreduceBesideFusion) {
+    rule.nonblockingBelowBytes = settings.fusionMinBytes;
+  }
+  rule.reproducible = settings.reproducible;
+  return rule;
+}
+
+int64_t smallCallCountLimit(const SmallCallRule& rule, DType dtype, RedOp op, bool nonblocking) {
+  const uint64_t below = nonblocking ? rule.nonblockingBelowBytes : rule.blockingBelowBytes;
+  if (below == 0 || !opAllowedOn(op, dtype)) return 0;
+  // The reproducible mode takes floating-point calls of every size: the MPI's own algorithm for
+  // small ones would sum in another order than the chain or a fused bucket holding the same call.
+  if (rule.reproducible && reproducibleModeCovers(dtype)) return 0;
+  const uint64_t elementBytes = dtypeBytes(dtype);  // count x elementBytes < below
+  return static_cast<int64_t>(
+      std::min<uint64_t>((below + elementBytes - 1) / elementBytes, INT64_MAX));
+}
+
+std::optional<Reason> smallCallReason(const SmallCallRule& rule, const CallInfo& call) {
+  if (call.nullComm || call.count <= 0 || !call.dtype || !call.op ||
+      call.count >= smallCallCountLimit(rule, *call.dtype, *call.op, call.nonblocking)) {
+    return std::nullopt;
+  }
+  return call.nonblocking ? Reason::kBelowFusionMin : Reason::kBelowMinBytes;
+}
+
 Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!settings.enable) return passthrough(Reason::kDisabled);
   if (call.nullComm) return passthrough(Reason::kInvalidComm);
@@ -113,18 +148,8 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);
   if (!call.op) return passthrough(Reason::kUserOp);
   if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
-  // Fusion exists for small tensors: GFSHIM_MIN_BYTES applies to blocking calls only. The
-  // reproducible mode takes floating-point calls of every size: the MPI's own algorithm for small
-  // ones would sum in another order than a fused bucket holding the same call.
-  if (!call.nonblocking && call.bytes() < settings.minBytes &&
-      !(settings.reproducible && reproducibleModeCovers(*call.dtype))) {
-    return passthrough(Reason::kBelowMinBytes);
-  }
-  // A small nonblocking call costs less as the MPI's own than fused (one negotiation and one
-  // generalized request), wherever the MPI's nonblocking collectives may run beside the shim's
-  // progress. Same reproducible exception as above.
-  if (mayGoToNativeIallreduce(call, settings) && call.bytes() < settings.fusionMinBytes) {
-    return passthrough(Reason::kBelowFusionMin);
+  if (const std::optional<Reason> small = smallCallReason(smallCallRule(settings), call)) {
+    return passthrough(*small);
   }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
   if (buffersOverlap(call)) return passthrough(Reason::kOverlappingBuffers);

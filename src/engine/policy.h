@@ -137,6 +137,31 @@ uint64_t fusedAloneBeatsNativeBytesOn(const CommFacts& comm);
 // bucket holding the same call).
 bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings);
 
+// The small calls that go to the MPI's own whatever the communicator: a blocking call below
+// GFSHIM_MIN_BYTES, and an MPI_Iallreduce below GFSHIM_FUSION_MIN_BYTES where it may go to the
+// MPI's own (mayGoToNativeIallreduce), of a predefined datatype and op the engine reduces. The
+// bounds depend on the settings only, which are fixed once MPI_Init has agreed them: the hook
+// remembers smallCallCountLimit per datatype, op and variant and answers the common case of tiny
+// calls from it before anything else (a few compares), and planCall asks the same rule, so both
+// give one answer.
+struct SmallCallRule {
+  uint64_t blockingBelowBytes = 0;     // 0: no blocking call is small
+  uint64_t nonblockingBelowBytes = 0;  // 0: no MPI_Iallreduce is small
+  bool reproducible = false;           // GFSHIM_REPRODUCIBLE: floating-point calls are never small
+};
+SmallCallRule smallCallRule(const Settings& settings);
+// The datatypes whose reduction depends on the order of operands: floating point (real, complex,
+// and the value of the float-int pairs). Integer, logical and bitwise reductions give the same
+// bits in any order, so the reproducible mode leaves their algorithm alone.
+bool reproducibleModeCovers(DType dtype);
+// The smallest count of `dtype` that does not make a small call with `op` (0: no count does):
+// a call is small when 0 < count < this and its communicator is not MPI_COMM_NULL. A function of
+// the rule and the call's types only, so the hook may remember it per (datatype, op, variant).
+int64_t smallCallCountLimit(const SmallCallRule& rule, DType dtype, RedOp op, bool nonblocking);
+// kBelowMinBytes or kBelowFusionMin for a small call; empty for every other call (the rest of
+// planCall decides those, erroneous ones included).
+std::optional<Reason> smallCallReason(const SmallCallRule& rule, const CallInfo& call);
+
 // Call-level decision, made before any communicator state is looked up (the cheap common case
 // of small calls ends here). A kEngine result is provisional until planOnComm.
 Plan planCall(const CallInfo& call, const Settings& settings);
@@ -158,10 +183,6 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
 // MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
 // call of its total size); every other call stays exact. Agreed inputs only.
 LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
-// The datatypes whose reduction depends on the order of operands: floating point (real, complex,
-// and the value of the float-int pairs). Integer, logical and bitwise reductions give the same
-// bits in any order, so the reproducible mode leaves their algorithm alone.
-bool reproducibleModeCovers(DType dtype);
 // "ring 1.2 ms, torus2d 0.8 ms, native 3.1 ms" (the candidates only); empty when not auto.
 std::string formatEstimate(const CostEstimate& estimate);
 

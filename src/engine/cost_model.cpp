@@ -11,13 +11,18 @@ double latencyOf(const ClusterShape& shape, const LinkCost& link) {
   return link.latencySeconds + (shape.oversubscribed ? kOversubscribedStepSeconds : 0);
 }
 
+// One message of `bytes` over `link`: its latency, its rendezvous where the MPI sends it so, and
+// its bytes.
+double messageSeconds(const ClusterShape& shape, const LinkCost& link, double bytes) {
+  return latencyOf(shape, link) + (bytes >= kRendezvousBytes ? shape.rendezvousSeconds : 0) +
+         bytes / link.bytesPerSecond;
+}
+
 // Time of one step that moves `bytes` over every link class the ranks use at once: a flat ring
 // or recursive doubling step has pairs inside nodes and pairs across nodes, and waits for the
 // slower of the two.
 double stepSeconds(const ClusterShape& shape, double bytes) {
-  auto over = [&shape, bytes](const LinkCost& link) {
-    return latencyOf(shape, link) + bytes / link.bytesPerSecond;
-  };
+  auto over = [&shape, bytes](const LinkCost& link) { return messageSeconds(shape, link, bytes); };
   double seconds = shape.ranksPerNode > 1 ? over(shape.intraNode) : 0;
   if (shape.nodes > 1) seconds = std::max(seconds, over(shape.interNode));
   return seconds;
@@ -67,14 +72,12 @@ AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces)
   const int64_t columnSteps = 2 * (shape.nodes - 1);
   // Rows: N/X per step inside the node. Columns: N/(XY) per rank, X ranks sharing one NIC.
   // Reductions: X-1 of N/X in the row, Y-1 of N/(XY) in the column.
-  const double rowStep =
-      latencyOf(shape, shape.intraNode) + piece / x / shape.intraNode.bytesPerSecond;
+  const double rowStep = messageSeconds(shape, shape.intraNode, piece / x);
   const double reduceScatter =
       static_cast<double>(rowSteps) * rowStep + (x - 1) * piece / x / shape.reduceBytesPerSecond;
   const double allgather = static_cast<double>(rowSteps) * rowStep;
   const double allreduce =
-      static_cast<double>(columnSteps) *
-          (latencyOf(shape, shape.interNode) + piece / y / shape.interNode.bytesPerSecond) +
+      static_cast<double>(columnSteps) * messageSeconds(shape, shape.interNode, piece / y) +
       (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
   AlgorithmCost cost;
   cost.latencySteps = std::max<int64_t>(pieces, 1) * (2 * rowSteps + columnSteps);

@@ -22,9 +22,19 @@ constexpr double kReduceBytesPerSecond = 10e9;
 // Packing an operation into a fused bucket and back: two copies of its bytes, at about this rate
 // from memory that is not in cache (the development VM's memcpy: 4-10 GB/s).
 constexpr double kCopyBytesPerSecond = 5e9;
-// The shim's own cost of reducing one bucket more (plan, posting, completion): a few
-// microseconds, measured on the development VM.
-constexpr double kBucketOverheadSeconds = 4e-6;
+// The shim's own cost of reducing one bucket more (plan, posting, a task, the generalized
+// request's completion). Measured on the development VM (bench/call_patterns, 2 ranks, Open MPI,
+// one 128 KiB MPI_Iallreduce fused alone: 11-12 us more than Open MPI's own, 47-50 us against
+// 36-38 us, though its ring reduces half as much and sends one rendezvous message more).
+constexpr double kBucketOverheadSeconds = 10e-6;
+// A message of at least kRendezvousBytes costs this much on top of its link's latency: the MPIs
+// send it by rendezvous (a handshake, and on shared memory the single-copy setup by the
+// receiver). Measured on the development VM with a PMPI_Sendrecv exchange between 2 ranks of one
+// node: Open MPI 1.6 us at 2 KiB, 6.9 us at 8 KiB and 7.9 us at 32 KiB; MPICH 1.0 us at 2 KiB,
+// 6.8 us at 32 KiB. That is what a ring's steps pay beyond the latency UCX reports (0.09 us for
+// shared memory, its own small-message figure).
+constexpr double kRendezvousSeconds = 6e-6;
+constexpr double kRendezvousBytes = 8192;
 // What one latency step costs more where a node runs more ranks than it has CPUs: a rank waits
 // until its peer is scheduled again. Calibrated with 4 ranks on the 2-core development VM
 // (bench/never_slower.sh, Open MPI 4.1): one fused MPI_Iallreduce of 256K-1M lost to Open MPI's
@@ -41,6 +51,8 @@ struct ClusterShape {
   double reduceBytesPerSecond = kReduceBytesPerSecond;
   // More ranks than CPUs on a node: every latency step costs kOversubscribedStepSeconds more.
   bool oversubscribed = false;
+  // Each message of at least kRendezvousBytes costs this much more (0: a pure alpha-beta model).
+  double rendezvousSeconds = kRendezvousSeconds;
 };
 
 struct AlgorithmCost {

@@ -28,6 +28,7 @@ TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
   s.intraNode = {0, 1e30};
   s.interNode = {0, 1e9};
   s.reduceBytesPerSecond = 1e30;
+  s.rendezvousSeconds = 0;
   const double n = 1e9;
   EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 1 / 2 * n / 1e9, 1e-9);
   EXPECT_NEAR(ringCost(s, n).seconds, 2.0 * 3 / 4 * n / 1e9, 1e-9);
@@ -39,6 +40,7 @@ TEST(CostModel, ReductionTermSeparatesTheRingFromRecursiveDoublingOnTwoRanks) {
   ClusterShape s = shape(2, 1);
   s.intraNode = {0, 1e9};
   s.reduceBytesPerSecond = 2e9;
+  s.rendezvousSeconds = 0;
   const double n = 1e9;
   EXPECT_NEAR(ringCost(s, n).seconds, n / 1e9 + n / 2 / 2e9, 1e-9);
   EXPECT_NEAR(recursiveDoublingCost(s, n).seconds, n / 1e9 + n / 2e9, 1e-9);
@@ -99,7 +101,7 @@ TEST(CostModel, OversubscribedNodesMakeLatencyStepsCostly) {
   EXPECT_DOUBLE_EQ(recursiveDoublingCost(crowded, 0).seconds,
                    2 * (1e-6 + kOversubscribedStepSeconds));
   EXPECT_DOUBLE_EQ(torusCost(crowded, 0).seconds, ringCost(crowded, 0).seconds);
-  EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), 8 * fusedAloneBeatsNativeBytes(shape(4, 1)));
+  EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), 4 * fusedAloneBeatsNativeBytes(shape(4, 1)));
   EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), uint64_t{1} << 20);
   EXPECT_GT(fusionAloneBytes(crowded), 8 * fusionAloneBytes(shape(4, 1)));
 }
@@ -121,6 +123,23 @@ TEST(CostModel, TorusPiecesHideTheShorterLane) {
   EXPECT_EQ(torusCost(slowNet, n, 8).latencySteps, 8 * torusCost(slowNet, n).latencySteps);
   // No hiding possible: the latency of more pieces only costs.
   EXPECT_EQ(bestTorusPieces(slowNet, 1024), 1);
+}
+
+// A message of at least kRendezvousBytes pays the MPI's rendezvous on top of the latency: the
+// ring's two steps on two ranks pay it twice, recursive doubling's one step once, so a lone call
+// is fused only from larger sizes than a pure alpha-beta model says.
+TEST(CostModel, LargeMessagesPayTheRendezvous) {
+  ClusterShape s = shape(2, 1);
+  ClusterShape alphaBeta = s;
+  alphaBeta.rendezvousSeconds = 0;
+  const double small = kRendezvousBytes - 4;  // per step: half of it, below the threshold
+  EXPECT_DOUBLE_EQ(ringCost(s, small).seconds, ringCost(alphaBeta, small).seconds);
+  const double large = 4 * kRendezvousBytes;
+  EXPECT_DOUBLE_EQ(ringCost(s, large).seconds,
+                   ringCost(alphaBeta, large).seconds + 2 * kRendezvousSeconds);
+  EXPECT_DOUBLE_EQ(recursiveDoublingCost(s, large).seconds,
+                   recursiveDoublingCost(alphaBeta, large).seconds + kRendezvousSeconds);
+  EXPECT_GT(fusedAloneBeatsNativeBytes(s), fusedAloneBeatsNativeBytes(alphaBeta));
 }
 
 TEST(CostModel, OneRankCostsNothing) {

@@ -138,15 +138,24 @@ int64_t diagnosticsHash(const Config& config) {
 // Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters and the
 // same parameter problems, whether any rank wants the statistics report, and whether every rank
 // could set up, whether every rank has MPI_THREAD_MULTIPLE for the fusion threads, whether
-// every rank resolved progress in calls, and whether some rank has the CUDA driver loaded: one
-// allreduce of MIN over [h, -h, d, -d, -stats, -failed, -noThreads, -notCalls, -driver]. Rank 0 has
+// every rank resolved progress in calls, whether some rank has the CUDA driver loaded, and whether
+// some rank would run a progress thread chosen by GFSHIM_PROGRESS=auto on an oversubscribed node:
+// one allreduce of MIN over [h, -h, d, -d, -stats, -failed, -noThreads, -notCalls, -driver,
+// -crowdedThread]. Rank 0 has
 // already printed its own problems; a rank whose problems or parameters differ from rank 0's prints
 // its own, so a mistake on one rank is never silent and the common case prints once. Returns
 // whether the shim may be active (on every rank alike).
 bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   const int64_t plan = rt.config.planHash();
   const int64_t problems = diagnosticsHash(rt.config);
-  int64_t local[9] = {plan,
+  // A progress thread per rank where ranks outnumber CPUs takes CPU time from the ranks that move
+  // the data: measured with MPICH, 4 ranks on 2 cores, the fused path through the threads was
+  // 1.2-2.8x slower than MPICH's own from 256K on (ResNet-50's 161 gradients 2.1-2.8x). Only
+  // auto's choice gives way; GFSHIM_PROGRESS=thread is the user's.
+  const bool crowdedThread = rt.settings.fusion && !rt.settings.progressInCalls &&
+                             rt.settings.progressChoice == ProgressChoice::kAuto &&
+                             worldNodeOversubscribed(rt.settings);
+  int64_t local[10] = {plan,
                       -plan,
                       problems,
                       -problems,
@@ -154,9 +163,10 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
                       setUp ? 0 : -1,
                       rt.threadMultiple ? 0 : -1,
                       rt.settings.progressInCalls ? 0 : -1,
-                      CudaDriver::inProcess() != nullptr ? -1 : 0};
-  int64_t agreed[9] = {};
-  PMPI_Allreduce(local, agreed, 9, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+                      CudaDriver::inProcess() != nullptr ? -1 : 0,
+                      crowdedThread ? -1 : 0};
+  int64_t agreed[10] = {};
+  PMPI_Allreduce(local, agreed, 10, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   rt.paramsAgree = agreed[0] == -agreed[1];
   const bool problemsAgree = agreed[2] == -agreed[3];
   const bool anyProblems = agreed[2] != 0 || agreed[3] != 0;
@@ -165,8 +175,10 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   // Progress in calls only where every rank resolved it (GFSHIM_PROGRESS=auto resolves it from
   // the MPI each rank loaded); otherwise threads, which need MPI_THREAD_MULTIPLE everywhere.
   rt.settings.progressInCalls = rt.settings.fusion && agreed[7] == 0;
-  rt.settings.fusionAvailable =
-      rt.settings.fusion && (rt.settings.progressInCalls || agreed[6] == 0);
+  rt.settings.fusionOversubscribed =
+      rt.settings.fusion && !rt.settings.progressInCalls && agreed[9] != 0;
+  rt.settings.fusionAvailable = rt.settings.fusion && !rt.settings.fusionOversubscribed &&
+                                (rt.settings.progressInCalls || agreed[6] == 0);
   // Small calls go to the MPI's own MPI_Iallreduce only where no rank had the CUDA driver loaded
   // at MPI_Init: whether a buffer is device memory is a fact of each rank, and a rank whose
   // device buffer the fusion queue would stage must not queue a call its peers hand to the MPI.
@@ -178,7 +190,12 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
 #else
   rt.settings.nativeIallreduceBesideFusion = noDriverAnywhere;
 #endif
-  if (rt.settings.fusion && !rt.settings.fusionAvailable && rt.worldRank == 0) {
+  if (rt.settings.fusionOversubscribed && rt.worldRank == 0) {
+    GFSHIM_INFO(kInit,
+                "MPI_Iallreduce passes through: a node runs more ranks than it has CPUs, where a "
+                "fusion thread per rank (GFSHIM_PROGRESS=auto's choice with this MPI) would slow "
+                "the ranks down; GFSHIM_PROGRESS=thread keeps the threads");
+  } else if (rt.settings.fusion && !rt.settings.fusionAvailable && rt.worldRank == 0) {
     GFSHIM_INFO(kInit,
                 "MPI_Iallreduce passes through: the fusion thread needs MPI_THREAD_MULTIPLE, which "
                 "the MPI did not provide on every rank");
@@ -299,12 +316,13 @@ void startRuntime() {
   if (!started.isOk()) {
     GFSHIM_WARN(kInit, "cannot set up communicator state: %s", started.message().c_str());
   }
+  // Before the agreement, which needs to know whether this rank's node is oversubscribed.
+  const Status node = learnWorldNode();
+  if (!node.isOk()) GFSHIM_WARN(kInit, "cannot learn this rank's node: %s", node.message().c_str());
   if (!agreeAcrossRanks(rt, started.isOk())) return;
   StallInspector::configure(rt.settings.stallWarnSec, rt.threadMultiple);
   if (!rt.settings.timeline.empty())
     rt.timeline = Timeline::open(rt.settings.timeline, rt.worldRank);
-  const Status node = learnWorldNode();
-  if (!node.isOk()) GFSHIM_WARN(kInit, "cannot learn this rank's node: %s", node.message().c_str());
   if (rt.settings.fusionAvailable) {
     registerProgressHook(rt);
     prepareFusionOn(rt, MPI_COMM_WORLD);

@@ -129,7 +129,8 @@ struct Choices;
   }
 
 // GFSHIM_ALGO, GFSHIM_COMPRESS, GFSHIM_PROGRESS.
-#define GFSHIM_ALGO_CHOICES(X) X(kAuto, 0) X(kRing, 1) X(kNative, 2) X(kTorus2d, 3)
+#define GFSHIM_ALGO_CHOICES(X) \
+  X(kAuto, 0) X(kRing, 1) X(kNative, 2) X(kTorus2d, 3) X(kHierarchical, 4)
 enum class AlgoChoice : int { GFSHIM_ALGO_CHOICES(GFSHIM_ENUMERATOR) };
 GFSHIM_CHOICES(AlgoChoice, GFSHIM_ALGO_CHOICES);
 
@@ -306,7 +307,10 @@ struct Settings {
   // nativeIallreduceBesideFusion: the MPI's own nonblocking collectives may run beside the fused
   // path's progress (calls, or an MPI whose are thread-safe: not Open MPI 4.1's libnbc), and no
   // rank had the CUDA driver at MPI_Init (so no rank needs the queue to stage a small call).
+  // fusionOversubscribed: fusion is unavailable because progress would be by thread
+  // (GFSHIM_PROGRESS=auto without a progress hook) on a node with more ranks than CPUs.
   bool fusionAvailable = false;
+  bool fusionOversubscribed = false;
   bool progressInCalls = false;
   bool nativeIallreduceBesideFusion = false;
 };

@@ -61,6 +61,8 @@ const char* reasonText(Reason reason) {
       return "MPI_Iallreduce with GFSHIM_FUSION=0";
     case Reason::kFusionUnavailable:
       return "MPI_Iallreduce: no MPI_THREAD_MULTIPLE for the fusion thread";
+    case Reason::kFusionOversubscribed:
+      return "MPI_Iallreduce: a node has more ranks than CPUs, no room for a fusion thread";
     case Reason::kFusionNotPrepared:
       return "MPI_Iallreduce on a communicator not made by a hooked call (fused after its first "
              "engine MPI_Allreduce)";
@@ -142,7 +144,10 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!settings.enable) return passthrough(Reason::kDisabled);
   if (call.nullComm) return passthrough(Reason::kInvalidComm);
   if (call.nonblocking && !settings.fusion) return passthrough(Reason::kFusionOff);
-  if (call.nonblocking && !settings.fusionAvailable) return passthrough(Reason::kFusionUnavailable);
+  if (call.nonblocking && !settings.fusionAvailable) {
+    return passthrough(settings.fusionOversubscribed ? Reason::kFusionOversubscribed
+                                                     : Reason::kFusionUnavailable);
+  }
   if (call.count < 0) return passthrough(Reason::kInvalidCount);
   if (call.count == 0) return passthrough(Reason::kEmpty);
   if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);

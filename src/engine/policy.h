@@ -42,6 +42,7 @@ enum class Reason : uint8_t {
   kParamsDisagree,
   kFusionOff,
   kFusionUnavailable,
+  kFusionOversubscribed,
   kFusionNotPrepared,
   kInvalidCount,
   kEmpty,

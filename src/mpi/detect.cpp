@@ -131,6 +131,10 @@ Status learnWorldNode() {
   return Status::ok();
 }
 
+bool worldNodeOversubscribed(const Settings& settings) {
+  return nodeOversubscribed(localTopology(settings).topology.hardware);
+}
+
 Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected) {
   const LocalTopology& local = localTopology(settings);
   int rank = 0, size = 0;

@@ -43,6 +43,10 @@ struct CommTopology {
 // threads detect on their own communicators while the application may be creating its own, and
 // Open MPI 4.1 hung when threads created communicators concurrently (ompi_comm_nextcid).
 Status learnWorldNode();
+// Whether this rank's node runs more of the job's ranks than it has CPUs for (the union of their
+// affinity masks, capped by the node hardware's processing units: hwloc's or GFSHIM_TOPO_FILE's
+// `pus`); false before learnWorldNode or when unknown. Local: the caller agrees it.
+bool worldNodeOversubscribed(const Settings& settings);
 
 // Collective over `comm`: every rank must call it. MPI errors come back as a Status.
 Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected);

@@ -14,9 +14,11 @@
  *   overlap     MPI_Iallreduce, compute for as long as the native call takes, MPI_Wait (the
  *               post-compute-wait loop of the standard nonblocking benchmarks)
  *
- * Each cell runs `rounds` alternating blocks of native and shim iterations (rank 0 sizes the
- * blocks to about `cell seconds` per side and tells the others); printed: median microseconds per
- * iteration of each side and their ratio, one line per cell:
+ * Each cell runs `rounds` (default 64) alternating blocks of native and shim iterations, so that
+ * both sides see the same machine state: this VM switches between a fast and a slow mode within
+ * a run, and with 4 long blocks a cell's ratio moved by up to 10 % between runs, with 512 short
+ * ones by 1-2 %. Rank 0 sizes the blocks to about `cell seconds` per side and tells the others.
+ * Printed: median microseconds per iteration of each side and their ratio, one line per cell:
  *   pattern bytes native_us shim_us shim/native
  *
  * usage: call_patterns [-p pattern[,pattern...]] [-b min bytes] [-e max bytes] [-f factor]
@@ -193,7 +195,7 @@ static void cell(const char* pattern, int count, double cellSeconds, int rounds,
 int main(int argc, char** argv) {
   const char* patterns = "iallreduce,allreduce,burst10,window20,overlap,resnet50";
   long long minBytes = 8, maxBytes = 64LL << 20;
-  int factor = 8, rounds = 4;
+  int factor = 8, rounds = 64;
   double cellSeconds = 0.4;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "-p") == 0) patterns = argv[i + 1];

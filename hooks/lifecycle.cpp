@@ -175,8 +175,12 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   // Progress in calls only where every rank resolved it (GFSHIM_PROGRESS=auto resolves it from
   // the MPI each rank loaded); otherwise threads, which need MPI_THREAD_MULTIPLE everywhere.
   rt.settings.progressInCalls = rt.settings.fusion && agreed[7] == 0;
-  rt.settings.fusionOversubscribed =
-      rt.settings.fusion && !rt.settings.progressInCalls && agreed[9] != 0;
+  // Where some rank had the CUDA driver, the queue stages device buffers, and the reproducible
+  // mode takes every floating-point MPI_Iallreduce: both keep the threads.
+  const bool noDriverAnywhere = agreed[8] == 0;
+  rt.settings.fusionOversubscribed = rt.settings.fusion && !rt.settings.progressInCalls &&
+                                     agreed[9] != 0 && noDriverAnywhere &&
+                                     !rt.settings.reproducible;
   rt.settings.fusionAvailable = rt.settings.fusion && !rt.settings.fusionOversubscribed &&
                                 (rt.settings.progressInCalls || agreed[6] == 0);
   // Small calls go to the MPI's own MPI_Iallreduce only where no rank had the CUDA driver loaded
@@ -184,7 +188,6 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   // device buffer the fusion queue would stage must not queue a call its peers hand to the MPI.
   // (A program that loads CUDA later and passes device memory to a small MPI_Iallreduce gets
   // what its MPI does with it, with one WARN, as without the shim.)
-  const bool noDriverAnywhere = agreed[8] == 0;
 #if defined(OPEN_MPI)
   rt.settings.nativeIallreduceBesideFusion = rt.settings.progressInCalls && noDriverAnywhere;
 #else

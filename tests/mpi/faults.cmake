@@ -57,12 +57,14 @@ foreach(algo ${GFSHIM_KILL_ALGOS})
   foreach(mode blocking fused)
     set(name mpi_rank_killed_${mode}_${algo})
     add_test(NAME ${name}
-             COMMAND ${GFSHIM_KILL_TEST} --np ${np} ${GFSHIM_KILL_ENV} ${GFSHIM_KILL_ALGO_${algo}}
+             COMMAND ${GFSHIM_KILL_TEST} --np ${np} ${GFSHIM_KILL_ENV} ${GFSHIM_MODE_ENV_${mode}}
+                     ${GFSHIM_KILL_ALGO_${algo}}
                      ${GFSHIM_KILL_REPORT} ${GFSHIM_KILL_PATH_${mode}_${algo}}
                      -- $<TARGET_FILE:rank_killed> ${mode} ${victim})
     set_tests_properties(${name} PROPERTIES TIMEOUT 200)
     add_test(NAME ${name}_nobody_dies
-             COMMAND ${GFSHIM_RUN} --np ${np} ${GFSHIM_KILL_ENV} ${GFSHIM_KILL_ALGO_${algo}}
+             COMMAND ${GFSHIM_RUN} --np ${np} ${GFSHIM_KILL_ENV} ${GFSHIM_MODE_ENV_${mode}}
+                     ${GFSHIM_KILL_ALGO_${algo}}
                      ${GFSHIM_KILL_PATH_${mode}_${algo}} ${GFSHIM_KILL_COMPANION_${mode}}
                      --expect "rank_killed: ${mode}: 6 operations of 8388608 bytes completed"
                      -- $<TARGET_FILE:rank_killed> ${mode} -1)

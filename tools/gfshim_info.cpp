@@ -325,16 +325,22 @@ int printModel(int argc, char** argv) {
     std::printf("oversubscribed: every latency step costs %.0f us more\n",
                 gfshim::kOversubscribedStepSeconds * 1e6);
   }
-  std::printf("%-20s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
+  std::printf("%-24s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
   const int64_t pieces = gfshim::bestTorusPieces(shape, n);
   const std::string pipelined = "torus2d, " + std::to_string(pieces) + " pieces";
+  // The hierarchical chains cut a piece into segments of GFSHIM_SEGMENT_BYTES.
+  const double segmentBytes = static_cast<double>(
+      gfshim::settingsFrom(Config::load(gfshim::configInputsFromProcess())).segmentBytes);
+  const int64_t leaderPieces = gfshim::bestHierarchicalPieces(shape, n, segmentBytes);
   const std::pair<std::string, gfshim::AlgorithmCost> rows[] = {
       {"ring", gfshim::ringCost(shape, n)},
       {"torus2d, 1 piece", gfshim::torusCost(shape, n)},
       {pipelined, gfshim::torusCost(shape, n, pieces)},
+      {"hierarchical, " + std::to_string(leaderPieces) + " pieces",
+       gfshim::hierarchicalCost(shape, n, segmentBytes, leaderPieces)},
       {"recursive doubling", gfshim::recursiveDoublingCost(shape, n)}};
   for (const auto& [name, cost] : rows) {
-    std::printf("%-20s %14lld %14.6f\n", name.c_str(), static_cast<long long>(cost.latencySteps),
+    std::printf("%-24s %14lld %14.6f\n", name.c_str(), static_cast<long long>(cost.latencySteps),
                 cost.seconds);
   }
   const uint64_t aloneNative = gfshim::fusedAloneBeatsNativeBytes(shape);

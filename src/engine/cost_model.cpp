@@ -98,6 +98,42 @@ int64_t bestTorusPieces(const ClusterShape& shape, double bytes) {
   return best;
 }
 
+AlgorithmCost hierarchicalCost(const ClusterShape& shape, double bytes, double segmentBytes,
+                               int64_t pieces) {
+  const int64_t parts = std::max<int64_t>(pieces, 1);
+  const double y = static_cast<double>(shape.nodes);
+  const double piece = bytes / static_cast<double>(parts);
+  const double segments = std::max(1.0, std::ceil(piece / std::max(segmentBytes, 1.0)));
+  const double segment = piece / segments;
+  // A chain of X ranks: its last segment leaves X-1 hops after the first one started.
+  const double hops =
+      shape.ranksPerNode > 1 ? static_cast<double>(shape.ranksPerNode - 1) + segments - 1 : 0;
+  const double hop = messageSeconds(shape, shape.intraNode, segment);
+  const double reduce = hops * (hop + segment / shape.reduceBytesPerSecond);
+  const double broadcast = hops * hop;
+  const int64_t ringSteps = 2 * (shape.nodes - 1);
+  const double allreduce =
+      static_cast<double>(ringSteps) * messageSeconds(shape, shape.interNode, piece / y) +
+      (y - 1) * piece / y / shape.reduceBytesPerSecond;
+  AlgorithmCost cost;
+  cost.latencySteps = parts * (2 * (shape.ranksPerNode - 1) + ringSteps);
+  cost.seconds = reduce + broadcast +
+                 static_cast<double>(parts - 1) * std::max(reduce + broadcast, allreduce) +
+                 allreduce;
+  return cost;
+}
+
+int64_t bestHierarchicalPieces(const ClusterShape& shape, double bytes, double segmentBytes) {
+  int64_t best = 1;
+  for (int64_t pieces = 2; pieces <= 64; pieces *= 2) {
+    if (hierarchicalCost(shape, bytes, segmentBytes, pieces).seconds <
+        hierarchicalCost(shape, bytes, segmentBytes, best).seconds) {
+      best = pieces;
+    }
+  }
+  return best;
+}
+
 AlgorithmCost recursiveDoublingCost(const ClusterShape& shape, double bytes) {
   const int64_t p = shape.ranksPerNode * shape.nodes;
   AlgorithmCost cost;

@@ -70,6 +70,19 @@ AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces 
 // The number of pieces (1, 2, 4, ... 64) with the lowest torusCost: more pieces hide more of the
 // shorter lane and pay more latency steps.
 int64_t bestTorusPieces(const ClusterShape& shape, double bytes);
+// The leader-based hierarchical allreduce over `pieces` parts (algo/hierarchical_allreduce.h):
+// per part a reduce chain along the node (rd), a broadcast chain (bc), both of X-1 + s - 1 hops
+// of one segment (s = the part's segments of `segmentBytes`), and the leaders' ring (ar: 2(Y-1)
+// steps of N/Y through the node's NIC, the leader reducing (Y-1) N/Y), overlapped as the torus's
+// lanes: rd + bc + (pieces - 1) * max(rd + bc, ar) + ar. Its NIC carries the torus's bytes in a
+// step count of the torus's, so it can beat the torus only where a node's chain costs less than
+// the torus's row passes: the model says never where a torus grid exists (each rank sends N per
+// chain against (X-1)/X N per row pass, and the leader reduces the whole part), which is why
+// auto picks it only where its prediction is strictly lower.
+AlgorithmCost hierarchicalCost(const ClusterShape& shape, double bytes, double segmentBytes,
+                               int64_t pieces = 1);
+// The number of pieces (1, 2, 4, ... 64) with the lowest hierarchicalCost.
+int64_t bestHierarchicalPieces(const ClusterShape& shape, double bytes, double segmentBytes);
 AlgorithmCost recursiveDoublingCost(const ClusterShape& shape, double bytes);
 // The smallest operation worth reducing alone rather than packed into a fused bucket: where two
 // copies of it cost more than one more ring (its 2(p-1) latency steps on the slowest link class

@@ -1,6 +1,7 @@
 #include "engine/execute.h"
 
 #include "algo/chain_allreduce.h"
+#include "algo/hierarchical_allreduce.h"
 #include "algo/reducer.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
@@ -14,7 +15,8 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
     return Status::error(StatusCode::kInternal, "executePlan called without an engine plan");
   }
   static constexpr const char* kLabels[] = {"allreduce", "ring allreduce", "torus2d allreduce",
-                                            "chain allreduce (reproducible)"};
+                                            "chain allreduce (reproducible)",
+                                            "hierarchical allreduce"};
   transport.operationStarted(
       {kLabels[static_cast<int>(plan.algo)], call.count, *call.dtype, *call.op});
   switch (plan.algo) {
@@ -35,6 +37,13 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
       return runChainAllreduce(static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
                                plan.segmentBytes, cpuReduceFn(*call.dtype, *call.op), transport,
                                workspace, send, recv);
+    case Algo::kHierarchical:
+      if (grid == nullptr) {
+        return Status::error(StatusCode::kInternal, "hierarchical plan without a grid");
+      }
+      return runHierarchicalAllreduce(
+          *grid, static_cast<size_t>(call.count), dtypeBytes(*call.dtype), plan.segmentBytes,
+          plan.torusPieces, cpuReduceFn(*call.dtype, *call.op), transport, workspace, send, recv);
     case Algo::kNone:
       break;
   }

@@ -10,8 +10,8 @@
 
 namespace gfshim {
 
-// `send` equals `recv` for MPI_IN_PLACE. `grid` is required for Algo::kTorus2d (the transport's
-// ranks are the communicator's), ignored otherwise.
+// `send` equals `recv` for MPI_IN_PLACE. `grid` is required for Algo::kTorus2d and
+// Algo::kHierarchical (the transport's ranks are the communicator's), ignored otherwise.
 Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
                    Workspace& workspace, const void* send, void* recv,
                    const TorusGrid* grid = nullptr);

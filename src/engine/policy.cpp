@@ -49,6 +49,21 @@ const char* reasonText(Reason reason) {
       return "ring (torus2d asked, but nodes hold different numbers of ranks)";
     case Reason::kRingTorusDegenerate:
       return "ring (torus2d asked, but one node or one rank per node: a single ring)";
+    case Reason::kAutoHierarchical:
+      return "hierarchical (auto: lowest predicted time)";
+    case Reason::kHierarchicalOnNodes:
+      return "hierarchical (GFSHIM_ALGO=hierarchical, leaders of nodes)";
+    case Reason::kHierarchicalOnForcedDims:
+      return "hierarchical (grid from GFSHIM_TORUS_DIMS)";
+    case Reason::kRingHierarchicalDimsMismatch:
+      return "ring (hierarchical asked, but GFSHIM_TORUS_DIMS does not match the communicator "
+             "size)";
+    case Reason::kRingHierarchicalHeterogeneous:
+      return "ring (hierarchical asked, but nodes hold different numbers of ranks)";
+    case Reason::kRingHierarchicalDegenerate:
+      return "ring (hierarchical asked, but one node or one rank per node: a single ring)";
+    case Reason::kRingHierarchicalLossy:
+      return "ring (hierarchical asked, but it has no compressed form for the lossy mode)";
     case Reason::kReproducibleChain:
       return "chain (GFSHIM_REPRODUCIBLE=1: every element summed in rank order)";
     case Reason::kInvalidComm:
@@ -169,6 +184,9 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (settings.algo == AlgoChoice::kTorus2d) {
     plan.algo = Algo::kTorus2d;
     plan.reason = Reason::kTorusOnNodes;  // provisional: chooseAlgorithm checks the grid
+  } else if (settings.algo == AlgoChoice::kHierarchical) {
+    plan.algo = Algo::kHierarchical;
+    plan.reason = Reason::kHierarchicalOnNodes;  // provisional: chooseAlgorithm checks the grid
   } else {
     plan.algo = Algo::kRing;
     // provisional under auto: chooseAlgorithm consults the cost model
@@ -222,8 +240,17 @@ size_t torusPiecesFor(const ClusterShape& grid, const Settings& settings, double
   return static_cast<size_t>(bestTorusPieces(grid, bytes));
 }
 
+// GFSHIM_TORUS_PIECES applies to both algorithms of the grid.
+size_t hierarchicalPiecesFor(const ClusterShape& grid, const Settings& settings, double bytes) {
+  if (settings.torusPieces > 0) return static_cast<size_t>(settings.torusPieces);
+  return static_cast<size_t>(
+      bestHierarchicalPieces(grid, bytes, static_cast<double>(settings.segmentBytes)));
+}
+
+// `exactOnly`: no lossy mode, so the candidates without a compressed form (native, hierarchical)
+// may run.
 Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                  uint64_t bytes, bool nativeAllowed) {
+                  uint64_t bytes, bool exactOnly) {
   Plan plan = enginePlan;
   const double n = static_cast<double>(bytes);
   ClusterShape shape = shapeOf(comm);
@@ -234,19 +261,34 @@ Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings&
     shape.ranksPerNode = settings.torusX;
     shape.nodes = settings.torusY;
   }
-  if (forcedGrid || (comm.ranksPerNode > 1 && comm.nodes > 1)) {
+  const bool grid = forcedGrid || (comm.ranksPerNode > 1 && comm.nodes > 1);
+  size_t hierarchicalPieces = 1;
+  if (grid) {
     plan.torusPieces = torusPiecesFor(shape, settings, n);
     plan.estimate.torusSeconds =
         torusCost(shape, n, static_cast<int64_t>(plan.torusPieces)).seconds;
+    if (exactOnly) {
+      hierarchicalPieces = hierarchicalPiecesFor(shape, settings, n);
+      plan.estimate.hierarchicalSeconds =
+          hierarchicalCost(shape, n, static_cast<double>(settings.segmentBytes),
+                           static_cast<int64_t>(hierarchicalPieces))
+              .seconds;
+    }
   }
   const CostEstimate& e = plan.estimate;
-  if (nativeAllowed && e.nativeSeconds < e.ringSeconds &&
-      (e.torusSeconds < 0 || e.nativeSeconds < e.torusSeconds)) {
+  auto beats = [](double seconds, double other) { return other < 0 || seconds < other; };
+  if (exactOnly && e.nativeSeconds < e.ringSeconds && beats(e.nativeSeconds, e.torusSeconds) &&
+      beats(e.nativeSeconds, e.hierarchicalSeconds)) {
     Plan native = passthrough(Reason::kAutoNative);
     native.estimate = e;
     return native;
   }
-  if (e.torusSeconds >= 0 && e.torusSeconds < e.ringSeconds) {
+  if (e.hierarchicalSeconds >= 0 && e.hierarchicalSeconds < e.ringSeconds &&
+      beats(e.hierarchicalSeconds, e.torusSeconds)) {
+    plan.algo = Algo::kHierarchical;
+    plan.reason = Reason::kAutoHierarchical;
+    plan.torusPieces = hierarchicalPieces;
+  } else if (e.torusSeconds >= 0 && e.torusSeconds < e.ringSeconds) {
     plan.algo = Algo::kTorus2d;
     plan.reason = Reason::kAutoTorus;
   } else {
@@ -273,9 +315,11 @@ std::string formatSeconds(double seconds) {
 
 std::string formatEstimate(const CostEstimate& estimate) {
   std::string text;
-  const std::pair<const char*, double> candidates[] = {{"ring", estimate.ringSeconds},
-                                                       {"torus2d", estimate.torusSeconds},
-                                                       {"native", estimate.nativeSeconds}};
+  const std::pair<const char*, double> candidates[] = {
+      {"ring", estimate.ringSeconds},
+      {"torus2d", estimate.torusSeconds},
+      {"hierarchical", estimate.hierarchicalSeconds},
+      {"native", estimate.nativeSeconds}};
   for (const auto& [name, seconds] : candidates) {
     if (seconds < 0) continue;
     text += (text.empty() ? "" : ", ") + std::string(name) + " " + formatSeconds(seconds);
@@ -329,24 +373,34 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
     return plan;
   }
   plan.lossy = lossy;
-  if (enginePlan.algo != Algo::kTorus2d) return plan;
+  const bool torus = enginePlan.algo == Algo::kTorus2d;
+  if (!torus && enginePlan.algo != Algo::kHierarchical) return plan;
   auto ring = [&plan](Reason reason) {
     plan.algo = Algo::kRing;
     plan.reason = reason;
     return plan;
   };
+  if (!torus && lossy.any()) return ring(Reason::kRingHierarchicalLossy);
   ClusterShape grid = shapeOf(comm);
   if (settings.torusX > 0) {
-    if (settings.torusX * settings.torusY != comm.size) return ring(Reason::kRingTorusDimsMismatch);
+    if (settings.torusX * settings.torusY != comm.size) {
+      return ring(torus ? Reason::kRingTorusDimsMismatch : Reason::kRingHierarchicalDimsMismatch);
+    }
     grid.ranksPerNode = settings.torusX;
     grid.nodes = settings.torusY;
-    plan.reason = Reason::kTorusOnForcedDims;
+    plan.reason = torus ? Reason::kTorusOnForcedDims : Reason::kHierarchicalOnForcedDims;
   } else {
-    if (comm.ranksPerNode == 0) return ring(Reason::kRingTorusHeterogeneous);
-    if (comm.nodes <= 1 || comm.ranksPerNode <= 1) return ring(Reason::kRingTorusDegenerate);
-    plan.reason = Reason::kTorusOnNodes;
+    if (comm.ranksPerNode == 0) {
+      return ring(torus ? Reason::kRingTorusHeterogeneous : Reason::kRingHierarchicalHeterogeneous);
+    }
+    if (comm.nodes <= 1 || comm.ranksPerNode <= 1) {
+      return ring(torus ? Reason::kRingTorusDegenerate : Reason::kRingHierarchicalDegenerate);
+    }
+    plan.reason = torus ? Reason::kTorusOnNodes : Reason::kHierarchicalOnNodes;
   }
-  plan.torusPieces = torusPiecesFor(grid, settings, static_cast<double>(bytes));
+  const double n = static_cast<double>(bytes);
+  plan.torusPieces =
+      torus ? torusPiecesFor(grid, settings, n) : hierarchicalPiecesFor(grid, settings, n);
   return plan;
 }
 

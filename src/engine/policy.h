@@ -22,7 +22,7 @@
 namespace gfshim {
 
 enum class Route : uint8_t { kEngine, kPassthrough };
-enum class Algo : uint8_t { kNone, kRing, kTorus2d, kChain };
+enum class Algo : uint8_t { kNone, kRing, kTorus2d, kChain, kHierarchical };
 
 enum class Reason : uint8_t {
   // engine
@@ -35,6 +35,13 @@ enum class Reason : uint8_t {
   kRingTorusDimsMismatch,
   kRingTorusHeterogeneous,
   kRingTorusDegenerate,
+  kAutoHierarchical,
+  kHierarchicalOnNodes,
+  kHierarchicalOnForcedDims,
+  kRingHierarchicalDimsMismatch,
+  kRingHierarchicalHeterogeneous,
+  kRingHierarchicalDegenerate,
+  kRingHierarchicalLossy,
   kReproducibleChain,
   // passthrough
   kDisabled,
@@ -103,6 +110,7 @@ struct CommFacts {
 struct CostEstimate {
   double ringSeconds = -1;
   double torusSeconds = -1;
+  double hierarchicalSeconds = -1;
   double nativeSeconds = -1;
 };
 
@@ -118,7 +126,8 @@ struct Plan {
   Algo algo = Algo::kNone;
   Reason reason = Reason::kDisabled;
   uint64_t segmentBytes = 0;
-  // torus2d: the parts whose phases overlap (algo/torus_allreduce.h); 1: one after the other.
+  // torus2d and hierarchical: the parts whose phases overlap (algo/torus_allreduce.h,
+  // algo/hierarchical_allreduce.h); 1: one after the other.
   size_t torusPieces = 1;
   CostEstimate estimate;  // filled by chooseAlgorithm under GFSHIM_ALGO=auto
   LossyModes lossy;       // set by chooseAlgorithm for engine plans
@@ -170,21 +179,24 @@ Plan planCall(const CallInfo& call, const Settings& settings);
 Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
 // Picks the algorithm of an engine plan once the topology is known (after the collective setup):
 // GFSHIM_ALGO=torus2d runs on nodes as rows, or on GFSHIM_TORUS_DIMS, and falls back to the ring
-// with a reason where no proper grid exists; GFSHIM_ALGO=auto takes the lowest time the cost
-// model (engine/cost_model.h) predicts for `bytes` among ring, torus2d (where a grid exists) and
-// native, and may therefore pass the call through. Only agreed facts enter, so every rank
-// chooses the same.
+// with a reason where no proper grid exists; GFSHIM_ALGO=hierarchical runs on the same grid with
+// the same fallbacks (and the ring under a lossy mode, which it has no compressed form of);
+// GFSHIM_ALGO=auto takes the lowest time the cost model (engine/cost_model.h) predicts for
+// `bytes` among ring, torus2d and hierarchical (where a grid exists) and native, and may
+// therefore pass the call through; hierarchical only where it is strictly faster than both ring
+// and torus2d. Only agreed facts enter, so every rank chooses the same.
 // GFSHIM_REPRODUCIBLE=1: every floating-point call (reproducibleModeCovers) runs the rank-ordered
 // chain (algo/chain_allreduce.h) exact, whatever GFSHIM_ALGO, the lossy settings and its size.
 // A call with a lossy mode (lossyModesFor) stays on the engine: auto then chooses between ring
-// and torus2d only, since the MPI's own algorithm cannot compress.
+// and torus2d only, since neither the MPI's own algorithm nor hierarchical can compress.
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
                      DType dtype, RedOp op, uint64_t bytes);
 // Lossy modes are opt-in and scoped: GFSHIM_COMPRESS and GFSHIM_CSC_DENSITY apply only to
 // MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
 // call of its total size); every other call stays exact. Agreed inputs only.
 LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
-// "ring 1.2 ms, torus2d 0.8 ms, native 3.1 ms" (the candidates only); empty when not auto.
+// "ring 1.2 ms, torus2d 0.8 ms, hierarchical 0.9 ms, native 3.1 ms" (the candidates only);
+// empty when not auto.
 std::string formatEstimate(const CostEstimate& estimate);
 
 }  // namespace gfshim

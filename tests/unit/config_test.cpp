@@ -405,12 +405,12 @@ TEST(Settings, CustomRows) {
 // The compile-time check behind Choice(...) rows: reordering, adding or dropping a name on one
 // side only fails it.
 TEST(Settings, EnumeratorsMustSpellTheAcceptedListInOrder) {
-  EXPECT_TRUE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d"));
-  EXPECT_TRUE(choicesSpell<AlgoChoice>("AUTO|Ring|native|TORUS2D"));
-  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|native|ring|torus2d"));
-  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native"));
-  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d|tree"));
-  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus"));
+  EXPECT_TRUE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d|hierarchical"));
+  EXPECT_TRUE(choicesSpell<AlgoChoice>("AUTO|Ring|native|TORUS2D|Hierarchical"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|native|ring|torus2d|hierarchical"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus2d|hierarchical|tree"));
+  EXPECT_FALSE(choicesSpell<AlgoChoice>("auto|ring|native|torus|hierarchical"));
   EXPECT_FALSE(choicesSpell<WireCodec>("none|bf16|fp16"));
   EXPECT_TRUE(choicesSpell<LogLevel>(paramSpec(Param::DEBUG).accepted));
   EXPECT_EQ(acceptedIndex("HWLOC|UCX", "ucx"), 1);

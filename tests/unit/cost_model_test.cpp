@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace gfshim {
 namespace {
 
@@ -146,6 +148,50 @@ TEST(CostModel, OneRankCostsNothing) {
   EXPECT_EQ(ringCost(shape(1, 1), 1e6).latencySteps, 0);
   EXPECT_EQ(ringCost(shape(1, 1), 1e6).seconds, 0);
   EXPECT_EQ(recursiveDoublingCost(shape(1, 1), 1e6).latencySteps, 0);
+}
+
+}  // namespace
+}  // namespace gfshim
+
+namespace gfshim {
+namespace {
+
+// The leader-based hierarchical allreduce: the leaders' NIC carries the torus's bytes in the
+// torus's inter-node steps, but each node's chains move N per rank against the torus's
+// (X-1)/X N per row pass, so its prediction never falls below the torus's where a grid exists;
+// on one rank per node it is the ring.
+TEST(CostModel, HierarchicalNeverUndercutsTheTorusOnAGrid) {
+  for (const auto& [x, y] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}, std::pair{8, 16}}) {
+    for (double n : {64e3, 4e6, 64e6, 256e6}) {
+      ClusterShape s = shape(x, y);
+      s.interNode = {50e-6, 0.956e9 / 8};
+      s.intraNode = {0.09e-6, 102e9 / 8};
+      const int64_t pieces = bestHierarchicalPieces(s, n, 256 << 10);
+      EXPECT_GE(hierarchicalCost(s, n, 256 << 10, pieces).seconds,
+                torusCost(s, n, bestTorusPieces(s, n)).seconds)
+          << x << "x" << y << " " << n;
+    }
+  }
+  const ClusterShape column = shape(1, 4);
+  EXPECT_DOUBLE_EQ(hierarchicalCost(column, 64e6, 256 << 10).seconds,
+                   ringCost(column, 64e6).seconds);
+}
+
+TEST(CostModel, HierarchicalStepsAndPieces) {
+  ClusterShape slowNet = shape(4, 4);
+  slowNet.interNode = {50e-6, 1e9 / 8};
+  slowNet.intraNode = {1e-6, 2e9};
+  // Per piece: 3 hops down the chain, 3 back, 6 ring steps.
+  EXPECT_EQ(hierarchicalCost(slowNet, 256e6, 256 << 10).latencySteps, 12);
+  EXPECT_EQ(hierarchicalCost(slowNet, 256e6, 256 << 10, 8).latencySteps, 8 * 12);
+  // The chains hide behind the leaders' ring once the buffer is in pieces.
+  const double one = hierarchicalCost(slowNet, 256e6, 256 << 10).seconds;
+  EXPECT_LT(hierarchicalCost(slowNet, 256e6, 256 << 10, 8).seconds, one);
+  EXPECT_GT(bestHierarchicalPieces(slowNet, 256e6, 256 << 10), 1);
+  EXPECT_EQ(bestHierarchicalPieces(slowNet, 1024, 256 << 10), 1);
+  // Smaller segments fill a chain faster: a one-piece call gets cheaper.
+  EXPECT_LT(hierarchicalCost(slowNet, 256e6, 1 << 20).seconds,
+            hierarchicalCost(slowNet, 256e6, 256e6).seconds);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace gfshim {
 namespace {
 
@@ -283,6 +285,78 @@ TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheMod
   EXPECT_EQ(formatEstimate(ring.estimate), "");
   EXPECT_NE(formatEstimate(autoPlan(64 << 20, cluster(4, 2)).estimate).find("torus2d "),
             std::string::npos);
+}
+
+// The hierarchical candidate: predicted wherever the torus is (exact calls only), chosen only
+// where its prediction is strictly the lowest, which on the layouts the project measures
+// (nodes x ranks 4x1, 2x2, 4x2 at 1 Gbit/s between nodes, fast shared memory) it never is.
+TEST(AutoPolicy, HierarchicalIsACandidateChosenOnlyWhereItIsCheapest) {
+  for (const auto& [nodes, ranksPerNode] : {std::pair{4, 1}, std::pair{2, 2}, std::pair{4, 2}}) {
+    CommFacts measured = cluster(nodes, ranksPerNode);
+    measured.interLink = {50e-6, 0.956e9 / 8};
+    measured.intraLink = {0.09e-6, 102e9 / 8};
+    for (int64_t bytes : {int64_t{4} << 20, int64_t{64} << 20, int64_t{256} << 20}) {
+      const Plan plan = autoPlan(bytes, measured);
+      const CostEstimate& e = plan.estimate;
+      EXPECT_NE(plan.algo, Algo::kHierarchical) << nodes << "x" << ranksPerNode << " " << bytes;
+      EXPECT_EQ(e.hierarchicalSeconds >= 0, ranksPerNode > 1);
+      if (e.hierarchicalSeconds >= 0) {
+        EXPECT_GE(e.hierarchicalSeconds, e.torusSeconds);
+      }
+    }
+  }
+  EXPECT_NE(formatEstimate(autoPlan(64 << 20, cluster(4, 2)).estimate).find("hierarchical "),
+            std::string::npos);
+  // A tie is no win: one rank on each of 4 nodes, forced into a 1x4 grid, predicts the ring's
+  // time for all three, and the ring keeps the call.
+  Settings column = settings();
+  column.torusX = 1;
+  column.torusY = 4;
+  const Plan tie = autoPlan(64 << 20, cluster(4, 1), column);
+  EXPECT_DOUBLE_EQ(tie.estimate.hierarchicalSeconds, tie.estimate.ringSeconds);
+  EXPECT_DOUBLE_EQ(tie.estimate.torusSeconds, tie.estimate.ringSeconds);
+  EXPECT_EQ(tie.reason, Reason::kAutoRing);
+  // No compressed form: a lossy call does not consider it.
+  Settings lossy = settings();
+  lossy.compress = WireCodec::kFp16;
+  EXPECT_LT(autoPlan(64 << 20, cluster(4, 2), lossy).estimate.hierarchicalSeconds, 0);
+}
+
+// GFSHIM_ALGO=hierarchical: on nodes as rows or on GFSHIM_TORUS_DIMS, with the torus's grid
+// fallbacks under reasons of its own, and the ring under a lossy mode.
+TEST(ForcedPolicy, HierarchicalFallsBackToTheRingWithItsOwnReasons) {
+  Settings s = settings(0, AlgoChoice::kHierarchical);
+  CallInfo call = floatSum(1 << 20);
+  call.inPlace = true;
+  auto forced = [&](const CommFacts& facts, const Settings& with) {
+    return chooseAlgorithm(planOnComm(planCall(call, with), facts), facts, with, DType::kFloat32,
+                           RedOp::kSum, 4 << 20);
+  };
+  EXPECT_EQ(planCall(call, s).algo, Algo::kHierarchical);
+  const Plan onNodes = forced(cluster(4, 2), s);
+  EXPECT_EQ(onNodes.algo, Algo::kHierarchical);
+  EXPECT_EQ(onNodes.reason, Reason::kHierarchicalOnNodes);
+  EXPECT_LT(onNodes.estimate.hierarchicalSeconds, 0);  // forced: the model is not asked
+  CommFacts uneven = cluster(4, 2);
+  uneven.ranksPerNode = 0;
+  EXPECT_EQ(forced(uneven, s).reason, Reason::kRingHierarchicalHeterogeneous);
+  EXPECT_EQ(forced(cluster(1, 4), s).reason, Reason::kRingHierarchicalDegenerate);
+  EXPECT_EQ(forced(cluster(4, 1), s).algo, Algo::kRing);
+  Settings dims = s;
+  dims.torusX = 2;
+  dims.torusY = 2;
+  EXPECT_EQ(forced(cluster(1, 4), dims).reason, Reason::kHierarchicalOnForcedDims);
+  EXPECT_EQ(forced(cluster(1, 6), dims).reason, Reason::kRingHierarchicalDimsMismatch);
+  Settings pieces = dims;
+  pieces.torusPieces = 5;
+  EXPECT_EQ(forced(cluster(1, 4), pieces).torusPieces, 5u);
+  Settings lossy = s;
+  lossy.compress = WireCodec::kFp16;
+  const Plan compressed = forced(cluster(4, 2), lossy);
+  EXPECT_EQ(compressed.algo, Algo::kRing);
+  EXPECT_EQ(compressed.reason, Reason::kRingHierarchicalLossy);
+  EXPECT_TRUE(isEngineReason(Reason::kRingHierarchicalLossy));
+  EXPECT_STREQ(reasonText(Reason::kAutoHierarchical), "hierarchical (auto: lowest predicted time)");
 }
 
 // Lossy modes are opt-in and only for float SUM at or above GFSHIM_COMPRESS_MIN_BYTES.

@@ -6,7 +6,7 @@
 
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
-#include "common/task.h"
+#include "algo/two_lanes.h"
 #include "common/trace_phase.h"
 #include "transport/group_transport.h"
 
@@ -202,60 +202,14 @@ Status runStraight(HierarchicalPieces& passes, Workspace& workspace) {
   return Status::ok();
 }
 
-// A leader with pieces to overlap: the intra lane and the leader lane as two tasks resumed in
-// turn (as runTorusPieces in torus_allreduce.cpp), so the NIC carries piece k while the node
-// reduces piece k+1 and broadcasts piece k-1.
+// A leader with pieces to overlap: the intra lane and the leader lane (algo/two_lanes.h), so the
+// NIC carries piece k while the node reduces piece k+1 and broadcasts piece k-1.
 Status runLeaderLanes(HierarchicalPieces& passes, Workspace& workspace) {
-  const size_t pieces = passes.pieces();
   Workspace& leaderWorkspace = workspace.second();
-  size_t reduced = 0, allreduced = 0;  // pieces done, in order
-  bool failed = false;
-  Status intraStatus, leaderStatus;
-  auto await = [&failed](const auto& ready) {
-    while (!failed && !ready()) Task::yield();
-    return !failed;
-  };
-  Task intraLane([&] {
-    for (size_t step = 0; step < pieces + 2 && !failed; ++step) {
-      if (step < pieces) {
-        intraStatus = passes.reduce(step, workspace);
-        if (!intraStatus.isOk()) break;
-        reduced = step + 1;
-      }
-      if (step >= 2) {
-        const size_t piece = step - 2;
-        if (!await([&] { return allreduced > piece; })) return;
-        intraStatus = passes.broadcast(piece, workspace);
-        if (!intraStatus.isOk()) break;
-      }
-    }
-    if (!intraStatus.isOk()) failed = true;
-  });
-  Task leaderLane([&] {
-    for (size_t piece = 0; piece < pieces; ++piece) {
-      if (!await([&] { return reduced > piece; })) return;
-      leaderStatus = passes.leadersAllreduce(piece, leaderWorkspace);
-      if (!leaderStatus.isOk()) {
-        failed = true;
-        return;
-      }
-      allreduced = piece + 1;
-    }
-  });
-  PhaseTracer* const intraTracer = threadPhaseTracer();
-  PhaseTracer* const leaderTracer = intraTracer != nullptr ? intraTracer->secondLane() : nullptr;
-  bool intraDone = false, leaderDone = false;
-  while (!intraDone || !leaderDone) {
-    if (!intraDone) intraDone = intraLane.resume();
-    if (!leaderDone) {
-      setThreadPhaseTracer(leaderTracer);
-      leaderDone = leaderLane.resume();
-      setThreadPhaseTracer(intraTracer);
-    }
-    Task::yield();  // inside a task (a fused bucket): its driver progresses too
-  }
-  GFSHIM_RETURN_IF_ERROR(intraStatus);
-  return leaderStatus;
+  return runTwoLanes(
+      passes.pieces(), [&](size_t piece) { return passes.reduce(piece, workspace); },
+      [&](size_t piece) { return passes.leadersAllreduce(piece, leaderWorkspace); },
+      [&](size_t piece) { return passes.broadcast(piece, workspace); });
 }
 
 }  // namespace

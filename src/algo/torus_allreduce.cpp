@@ -3,7 +3,7 @@
 #include "algo/compressed_ring.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
-#include "common/task.h"
+#include "algo/two_lanes.h"
 #include "common/trace_phase.h"
 #include "transport/group_transport.h"
 
@@ -76,72 +76,23 @@ class TorusPieces {
   RunPass& runPass_;
 };
 
-// The torus over `pieces` consecutive parts of the buffer, its phases overlapped piece by piece:
-// a row lane runs reduce-scatter(k), then allgather(k-2), and so on; a column lane runs
+// The torus over `pieces` consecutive parts of the buffer, its phases overlapped piece by piece
+// (algo/two_lanes.h): a row lane runs reduce-scatter(k), then allgather(k-2); a column lane runs
 // allreduce(k) once reduce-scatter(k) is done. Row peers share a node and column peers do not, so
-// the two lanes never exchange messages between the same pair of ranks and each keeps its own
-// order on every rank. The lanes are tasks (common/task.h) resumed in turn: a wait inside one
-// tests and yields, so the node link carries a column piece while the row moves the next. One
-// piece: the three passes one after the other, no task.
+// the two lanes never exchange messages between the same pair of ranks. One piece: the three
+// passes one after the other, no task.
 template <typename RunPass>
 Status runTorusPieces(TorusPieces<RunPass>& torus, Workspace& workspace) {
-  const size_t pieces = torus.pieces();
-  if (pieces <= 1) {
+  if (torus.pieces() <= 1) {
     GFSHIM_RETURN_IF_ERROR(torus.rowReduceScatter(0, workspace));
     GFSHIM_RETURN_IF_ERROR(torus.columnAllreduce(0, workspace));
     return torus.rowAllgather(0, workspace);
   }
   Workspace& columnWorkspace = workspace.second();
-  size_t reduceScattered = 0, allreduced = 0;  // pieces done, in order
-  bool failed = false;
-  Status rowStatus, columnStatus;
-  // Gives way until `ready` holds or a lane failed; false after a failure.
-  auto await = [&failed](const auto& ready) {
-    while (!failed && !ready()) Task::yield();
-    return !failed;
-  };
-  Task rowLane([&] {
-    for (size_t step = 0; step < pieces + 2 && !failed; ++step) {
-      if (step < pieces) {
-        rowStatus = torus.rowReduceScatter(step, workspace);
-        if (!rowStatus.isOk()) break;
-        reduceScattered = step + 1;
-      }
-      if (step >= 2) {
-        const size_t piece = step - 2;
-        if (!await([&] { return allreduced > piece; })) return;
-        rowStatus = torus.rowAllgather(piece, workspace);
-        if (!rowStatus.isOk()) break;
-      }
-    }
-    if (!rowStatus.isOk()) failed = true;
-  });
-  Task columnLane([&] {
-    for (size_t piece = 0; piece < pieces; ++piece) {
-      if (!await([&] { return reduceScattered > piece; })) return;
-      columnStatus = torus.columnAllreduce(piece, columnWorkspace);
-      if (!columnStatus.isOk()) {
-        failed = true;
-        return;
-      }
-      allreduced = piece + 1;
-    }
-  });
-  // The column lane's phases go to the tracer's second lane, so each lane's nest (GFSHIM_TIMELINE).
-  PhaseTracer* const rowTracer = threadPhaseTracer();
-  PhaseTracer* const columnTracer = rowTracer != nullptr ? rowTracer->secondLane() : nullptr;
-  bool rowDone = false, columnDone = false;
-  while (!rowDone || !columnDone) {
-    if (!rowDone) rowDone = rowLane.resume();
-    if (!columnDone) {
-      setThreadPhaseTracer(columnTracer);
-      columnDone = columnLane.resume();
-      setThreadPhaseTracer(rowTracer);
-    }
-    Task::yield();  // inside a task (a fused bucket): its driver progresses too
-  }
-  GFSHIM_RETURN_IF_ERROR(rowStatus);
-  return columnStatus;
+  return runTwoLanes(
+      torus.pieces(), [&](size_t piece) { return torus.rowReduceScatter(piece, workspace); },
+      [&](size_t piece) { return torus.columnAllreduce(piece, columnWorkspace); },
+      [&](size_t piece) { return torus.rowAllgather(piece, workspace); });
 }
 
 }  // namespace

@@ -53,10 +53,11 @@ bool mpiAllreduceRunsHere(int64_t count) { return count <= INT_MAX && !Task::inT
 
 std::string reducePhaseName(const Plan& plan, int64_t count) {
   const bool native = plan.route == Route::kPassthrough && mpiAllreduceRunsHere(count);
-  std::string name = native                        ? "reduce native"
-                     : plan.algo == Algo::kTorus2d ? "reduce torus2d"
-                     : plan.algo == Algo::kChain   ? "reduce chain"
-                                                   : "reduce ring";
+  std::string name = native                             ? "reduce native"
+                     : plan.algo == Algo::kTorus2d      ? "reduce torus2d"
+                     : plan.algo == Algo::kHierarchical ? "reduce hierarchical"
+                     : plan.algo == Algo::kChain        ? "reduce chain"
+                                                        : "reduce ring";
   if (plan.lossy.any()) name += std::string(" ") + lossyModeName(lossyModeIndex(plan.lossy));
   return name;
 }

@@ -1,11 +1,13 @@
-// codec_bench: throughput of the fp16/bf16 wire codec (src/compress/half_codec) against memcpy of
-// the same fp32 data, on both implementation paths. No MPI.
+// codec_bench: throughput of the per-element kernels of a ring hop against memcpy of the same fp32
+// data, on every implementation path: the fp16/bf16 wire codec (src/compress/half_codec) and the
+// exact reduction (src/algo/reducer, float SUM). No MPI.
 //
 // For each size N (floats) it times, best of several repetitions on buffers already touched:
 //   memcpy      4N bytes fp32 -> fp32
 //   encode      N fp32 -> N 16-bit (read 4N, write 2N bytes)
 //   decode      N 16-bit -> N fp32 (read 2N, write 4N)
 //   decodeAdd   N 16-bit + N fp32 -> N fp32 (read 6N, write 4N): the reduce-scatter hop
+//   reduce      N fp32 + N fp32 -> N fp32 (read 8N, write 4N): the exact reduce-scatter hop
 // and prints ms, GB/s of the 4N fp32 bytes the call converts, and memcpy time / call time (so
 // 0.8 means the codec runs at 0.8x memcpy speed).
 //
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/reducer.h"
 #include "compress/half_codec.h"
 
 namespace {
@@ -92,6 +95,16 @@ void benchSize(size_t n) {
           }));
     }
   }
+  for (gfshim::ReducePath path : {gfshim::ReducePath::kAvx2, gfshim::ReducePath::kPortable}) {
+    const gfshim::ReduceFn sum =
+        gfshim::cpuReduceFn(gfshim::DType::kFloat32, gfshim::RedOp::kSum, path);
+    const bool avx2 = std::string(gfshim::reduceImplementation()) == "avx2";
+    const char* pathName = path == gfshim::ReducePath::kPortable ? "portable"
+                           : avx2                                ? "avx2"
+                                                                 : "portable*";
+    row("reduce sum f32", pathName,
+        bestSeconds(repetitions, [&] { sum(input.data(), local.data(), output.data(), n); }));
+  }
   // Keep the results observable so nothing is optimized away.
   volatile float sink = output[n / 2] + copy[n / 3];
   (void)sink;
@@ -103,8 +116,8 @@ int main(int argc, char** argv) {
   std::vector<size_t> counts;
   for (int i = 1; i < argc; ++i) counts.push_back(parseCount(argv[i]));
   if (counts.empty()) counts = {size_t{1} << 20, size_t{16} << 20, size_t{64} << 20};
-  std::printf("# codec_bench: implementation %s; GB/s counts the 4N fp32 bytes converted;\n",
-              gfshim::halfCodecImplementation());
+  std::printf("# codec_bench: codec %s, reduction %s; GB/s counts the 4N fp32 bytes of the call;\n",
+              gfshim::halfCodecImplementation(), gfshim::reduceImplementation());
   std::printf("# x memcpy = memcpy time / call time (1.0 = as fast as copying the fp32 data)\n");
   std::printf("%6s  %-16s %-9s %9s %9s %9s\n", "N", "operation", "path", "ms", "GB/s", "x memcpy");
   for (size_t n : counts) {

@@ -25,6 +25,7 @@
 #include <string>
 #include <utility>
 
+#include "algo/reducer.h"
 #include "compress/half_codec.h"
 #include "config/config.h"
 #include "engine/cost_model.h"
@@ -111,6 +112,7 @@ void printFeatures() {
       gfshim::kHaveCuda ? "yes" : "no", gfshim::kHaveNccl ? "yes" : "no",
       gfshim::kHaveHwloc ? "yes" : "no", gfshim::kHaveUcx ? "yes" : "no");
   std::printf("fp16/bf16   : %s conversion on this CPU\n", gfshim::halfCodecImplementation());
+  std::printf("reduction   : %s kernels on this CPU\n", gfshim::reduceImplementation());
   printGpuPath();
 }
 

@@ -4,17 +4,44 @@
 #include <cstdint>
 #include <type_traits>
 
+#if defined(__x86_64__) || defined(__i386__)
+#define GFSHIM_REDUCER_X86 1
+#endif
+
 namespace gfshim {
 namespace {
 
-// One element-wise kernel per operation; `Combine` is a stateless functor.
+// One element-wise loop per operation; `Combine` is a stateless functor. Inlined into each
+// instruction-set variant below, which the compiler vectorizes for its own width.
 template <typename T, typename Combine>
-void reduceKernel(const void* a, const void* b, void* out, size_t count) {
+__attribute__((always_inline)) inline void reduceLoop(const void* a, const void* b, void* out,
+                                                      size_t count) {
   const T* __restrict x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
   T* z = static_cast<T*>(out);
   for (size_t i = 0; i < count; ++i) z[i] = Combine()(x[i], y[i]);
 }
+
+// The instruction-set variants: each is a set of kernels `run<T, Combine>` with the ReduceFn
+// signature. Portable: what the build targets (SSE2 on x86-64).
+struct PortableKernels {
+  template <typename T, typename Combine>
+  static void run(const void* a, const void* b, void* out, size_t count) {
+    reduceLoop<T, Combine>(a, b, out, count);
+  }
+};
+
+#if GFSHIM_REDUCER_X86
+// AVX2 (no FMA: no operation here multiplies and adds in one step, so no contraction can make a
+// result differ from the portable kernel's).
+struct Avx2Kernels {
+  template <typename T, typename Combine>
+  __attribute__((target("avx2"))) static void run(const void* a, const void* b, void* out,
+                                                  size_t count) {
+    reduceLoop<T, Combine>(a, b, out, count);
+  }
+};
+#endif
 
 // Integer SUM and PROD wrap around, as MPI implementations do: computed in an unsigned type at
 // least as wide as int (signed overflow, and int promotion of narrow unsigned types, would be
@@ -108,152 +135,178 @@ struct MaxLoc {
   }
 };
 
-template <typename T>
+template <typename Kernels, typename T>
 ReduceFn integerFn(RedOp op) {
   switch (op) {
     case RedOp::kSum:
-      return reduceKernel<T, Sum>;
+      return Kernels::template run<T, Sum>;
     case RedOp::kProd:
-      return reduceKernel<T, Prod>;
+      return Kernels::template run<T, Prod>;
     case RedOp::kMax:
-      return reduceKernel<T, Max>;
+      return Kernels::template run<T, Max>;
     case RedOp::kMin:
-      return reduceKernel<T, Min>;
+      return Kernels::template run<T, Min>;
     case RedOp::kLogicalAnd:
-      return reduceKernel<T, LogicalAnd>;
+      return Kernels::template run<T, LogicalAnd>;
     case RedOp::kLogicalOr:
-      return reduceKernel<T, LogicalOr>;
+      return Kernels::template run<T, LogicalOr>;
     case RedOp::kLogicalXor:
-      return reduceKernel<T, LogicalXor>;
+      return Kernels::template run<T, LogicalXor>;
     case RedOp::kBitAnd:
-      return reduceKernel<T, BitAnd>;
+      return Kernels::template run<T, BitAnd>;
     case RedOp::kBitOr:
-      return reduceKernel<T, BitOr>;
+      return Kernels::template run<T, BitOr>;
     case RedOp::kBitXor:
-      return reduceKernel<T, BitXor>;
+      return Kernels::template run<T, BitXor>;
     default:
       return nullptr;
   }
 }
 
-template <typename T>
+template <typename Kernels, typename T>
 ReduceFn realFn(RedOp op) {
   switch (op) {
     case RedOp::kSum:
-      return reduceKernel<T, Sum>;
+      return Kernels::template run<T, Sum>;
     case RedOp::kProd:
-      return reduceKernel<T, Prod>;
+      return Kernels::template run<T, Prod>;
     case RedOp::kMax:
-      return reduceKernel<T, Max>;
+      return Kernels::template run<T, Max>;
     case RedOp::kMin:
-      return reduceKernel<T, Min>;
+      return Kernels::template run<T, Min>;
     default:
       return nullptr;
   }
 }
 
-template <typename T>
+template <typename Kernels, typename T>
 ReduceFn complexFn(RedOp op) {
   switch (op) {
     case RedOp::kSum:
-      return reduceKernel<std::complex<T>, Sum>;
+      return Kernels::template run<std::complex<T>, Sum>;
     case RedOp::kProd:
-      return reduceKernel<std::complex<T>, Prod>;
+      return Kernels::template run<std::complex<T>, Prod>;
     default:
       return nullptr;
   }
 }
 
+template <typename Kernels>
 ReduceFn boolFn(RedOp op) {
   switch (op) {
     case RedOp::kLogicalAnd:
-      return reduceKernel<bool, LogicalAnd>;
+      return Kernels::template run<bool, LogicalAnd>;
     case RedOp::kLogicalOr:
-      return reduceKernel<bool, LogicalOr>;
+      return Kernels::template run<bool, LogicalOr>;
     case RedOp::kLogicalXor:
-      return reduceKernel<bool, LogicalXor>;
+      return Kernels::template run<bool, LogicalXor>;
     default:
       return nullptr;
   }
 }
 
+template <typename Kernels>
 ReduceFn byteFn(RedOp op) {
   switch (op) {
     case RedOp::kBitAnd:
-      return reduceKernel<uint8_t, BitAnd>;
+      return Kernels::template run<uint8_t, BitAnd>;
     case RedOp::kBitOr:
-      return reduceKernel<uint8_t, BitOr>;
+      return Kernels::template run<uint8_t, BitOr>;
     case RedOp::kBitXor:
-      return reduceKernel<uint8_t, BitXor>;
+      return Kernels::template run<uint8_t, BitXor>;
     default:
       return nullptr;
   }
 }
 
-template <typename V>
+template <typename Kernels, typename V>
 ReduceFn pairFn(RedOp op) {
   switch (op) {
     case RedOp::kMinLoc:
-      return reduceKernel<ValueIndexPair<V>, MinLoc>;
+      return Kernels::template run<ValueIndexPair<V>, MinLoc>;
     case RedOp::kMaxLoc:
-      return reduceKernel<ValueIndexPair<V>, MaxLoc>;
+      return Kernels::template run<ValueIndexPair<V>, MaxLoc>;
     default:
       return nullptr;
   }
 }
 
-}  // namespace
-
-ReduceFn cpuReduceFn(DType type, RedOp op) {
+template <typename Kernels>
+ReduceFn kernelFor(DType type, RedOp op) {
   switch (type) {
     case DType::kInt8:
-      return integerFn<int8_t>(op);
+      return integerFn<Kernels, int8_t>(op);
     case DType::kInt16:
-      return integerFn<int16_t>(op);
+      return integerFn<Kernels, int16_t>(op);
     case DType::kInt32:
-      return integerFn<int32_t>(op);
+      return integerFn<Kernels, int32_t>(op);
     case DType::kInt64:
-      return integerFn<int64_t>(op);
+      return integerFn<Kernels, int64_t>(op);
     case DType::kUInt8:
-      return integerFn<uint8_t>(op);
+      return integerFn<Kernels, uint8_t>(op);
     case DType::kUInt16:
-      return integerFn<uint16_t>(op);
+      return integerFn<Kernels, uint16_t>(op);
     case DType::kUInt32:
-      return integerFn<uint32_t>(op);
+      return integerFn<Kernels, uint32_t>(op);
     case DType::kUInt64:
-      return integerFn<uint64_t>(op);
+      return integerFn<Kernels, uint64_t>(op);
     case DType::kFloat32:
-      return realFn<float>(op);
+      return realFn<Kernels, float>(op);
     case DType::kFloat64:
-      return realFn<double>(op);
+      return realFn<Kernels, double>(op);
     case DType::kLongDouble:
-      return realFn<long double>(op);
+      return realFn<Kernels, long double>(op);
     case DType::kComplexFloat32:
-      return complexFn<float>(op);
+      return complexFn<Kernels, float>(op);
     case DType::kComplexFloat64:
-      return complexFn<double>(op);
+      return complexFn<Kernels, double>(op);
     case DType::kComplexLongDouble:
-      return complexFn<long double>(op);
+      return complexFn<Kernels, long double>(op);
     case DType::kBool:
-      return boolFn(op);
+      return boolFn<Kernels>(op);
     case DType::kByte:
-      return byteFn(op);
+      return byteFn<Kernels>(op);
     case DType::kFloatInt:
-      return pairFn<float>(op);
+      return pairFn<Kernels, float>(op);
     case DType::kDoubleInt:
-      return pairFn<double>(op);
+      return pairFn<Kernels, double>(op);
     case DType::kLongInt:
-      return pairFn<long>(op);
+      return pairFn<Kernels, long>(op);
     case DType::kIntInt:
-      return pairFn<int>(op);
+      return pairFn<Kernels, int>(op);
     case DType::kShortInt:
-      return pairFn<short>(op);
+      return pairFn<Kernels, short>(op);
     case DType::kLongDoubleInt:
-      return pairFn<long double>(op);
+      return pairFn<Kernels, long double>(op);
     case DType::kCount:
       break;
   }
   return nullptr;
+}
+
+#if GFSHIM_REDUCER_X86
+bool detectAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+#else
+bool detectAvx2() { return false; }
+#endif
+
+bool useAvx2(ReducePath path) {
+  static const bool available = detectAvx2();
+  return path != ReducePath::kPortable && available;
+}
+
+}  // namespace
+
+const char* reduceImplementation() { return useAvx2(ReducePath::kAuto) ? "avx2" : "portable"; }
+
+ReduceFn cpuReduceFn(DType type, RedOp op, ReducePath path) {
+#if GFSHIM_REDUCER_X86
+  if (useAvx2(path)) return kernelFor<Avx2Kernels>(type, op);
+#endif
+  return kernelFor<PortableKernels>(type, op);
 }
 
 }  // namespace gfshim

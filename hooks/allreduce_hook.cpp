@@ -235,7 +235,7 @@ __attribute__((noinline)) int engineAllreduce(Runtime& rt, const TypedArgs& a, c
   int rc = MPI_SUCCESS;
   if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
   Status status = rt.registry.ensureSetUp(a.comm, rt.settings, &rt.stats, *state);
-  if (status.isOk() && rt.settings.progressInCalls) status = ensureFusionQueue(rt, *state);
+  if (status.isOk()) status = ensureFusionQueue(rt, *state);
   if (!status.isOk()) {
     state->failure = status.message();
     return reportError(a.comm, status);
@@ -289,18 +289,10 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
   CommState* state = nullptr;
   int rc = MPI_SUCCESS;
   if (!engineState(rt, a, call, &plan, &state, &rc)) return rc;
-  Status status = Status::ok();
   // No collective here (Iallreduces on different communicators may start in a different order
-  // on every rank): the fusion communicator was made when this communicator was.
-  // With progress in calls the queue was made with the fusion communicator (its setup is
-  // collective).
-  if (state->fusionComm == MPI_COMM_NULL || (rt.settings.progressInCalls && !state->fusion))
-    return passthrough(rt, a, call, Reason::kFusionNotPrepared);
-  status = ensureFusionQueue(rt, *state);
-  if (!status.isOk()) {
-    state->failure = status.message();
-    return reportError(a.comm, status);
-  }
+  // on every rank): the fusion communicator and its queue were made when this communicator was
+  // (or at its first blocking engine call), where the queue's setup may be collective.
+  if (!state->fusion) return passthrough(rt, a, call, Reason::kFusionNotPrepared);
   // Fusion only where it pays, on the queue's agreed facts: the same answer on every rank.
   if (!reason && mayGoToNativeIallreduce(call, rt.settings) &&
       call.bytes() < state->fusion->aloneNativeBelowBytes()) {
@@ -322,7 +314,7 @@ __attribute__((noinline)) int queueIallreduce(Runtime& rt, const TypedArgs& a, c
   if (!op.native) op.at = CudaDriver::placementsOf(CudaDriver::inProcess(), op.send, op.recv);
   GFSHIM_TRACE(kPolicy, "iallreduce count=%lld -> fusion queue%s", static_cast<long long>(a.count),
                op.native ? " (reduced by PMPI_Allreduce)" : "");
-  status = state->fusion->enqueue(op, a.request);
+  const Status status = state->fusion->enqueue(op, a.request);
   if (!status.isOk()) return reportError(a.comm, status);
   // Progress in calls: the round starts now, so a call that finds nothing to fuse with waits for
   // no cycle; calls posted while it runs form the next bucket.

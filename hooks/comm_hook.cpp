@@ -1,7 +1,7 @@
 // Communicators the application makes (MPI_Comm_dup, _split, _split_type, _create,
 // _create_group): the shim makes each one's fusion communicator at once, inside the same call,
-// where every member is by definition (and with progress in calls the fusion queue, which sets
-// up its topology and transport there). Making it later, at the communicator's first
+// where every member is by definition, and its fusion queue, which sets up its topology and
+// transport there. Making it later, at the communicator's first
 // MPI_Iallreduce, would put a collective inside a nonblocking call: ranks that start Iallreduces
 // on two communicators in different orders would deadlock, and Open MPI 4.1 hung with a
 // nonblocking MPI_Comm_idup pending beside a blocking communicator creation.
@@ -23,7 +23,7 @@ void prepareFusionOn(Runtime& rt, MPI_Comm comm) {
   engine.route = Route::kEngine;
   if (planOnComm(engine, state->facts()).route == Route::kPassthrough) return;
   status = rt.registry.prepareFusion(comm, *state);
-  if (status.isOk() && rt.settings.progressInCalls) status = ensureFusionQueue(rt, *state);
+  if (status.isOk()) status = ensureFusionQueue(rt, *state);
   if (!status.isOk()) {
     GFSHIM_WARN(kEngine, "no fusion on a new communicator: %s", status.message().c_str());
   }

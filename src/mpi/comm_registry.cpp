@@ -126,7 +126,8 @@ Status CommRegistry::ensureSetUp(MPI_Comm comm, const Settings& settings, Stats*
     GFSHIM_RETURN_IF_ERROR(createPrivateComm(comm, state.facts().rank, &state.privateComm));
   }
   if (settings.fusionAvailable) GFSHIM_RETURN_IF_ERROR(prepareFusion(comm, state));
-  return state.engine->setUp(state.privateComm, settings, stats, nullptr);
+  GFSHIM_RETURN_IF_ERROR(state.engine->setUp(state.privateComm, settings, stats, nullptr));
+  return state.engine->agreeOnCudaDriver();
 }
 
 void CommRegistry::stop() {

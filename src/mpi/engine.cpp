@@ -76,10 +76,12 @@ Status Engine::setUp(MPI_Comm comm, const Settings& settings, Stats* stats, Time
   stats_ = stats;
   timeline_ = timeline;
   GFSHIM_RETURN_IF_ERROR(describeOnComm(comm, settings, &facts_, &grid_, &gpu_.nodeGpus));
-  // Whether any rank can hold device memory: then every bucket agrees on its GPU route.
-  GFSHIM_RETURN_IF_ERROR(agreeDriverOnSomeRank(comm, &gpu_.driverOnSomeRank));
   transport_ = std::make_unique<PmpiTransport>(comm, facts_.rank, facts_.size);
   return Status::ok();
+}
+
+Status Engine::agreeOnCudaDriver() {
+  return agreeDriverOnSomeRank(comm_, &gpu_.driverOnSomeRank);
 }
 
 Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes) const {

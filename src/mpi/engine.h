@@ -96,9 +96,14 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Collective over `comm` (a private duplicate the caller frees after the engine): detects the
-  // topology into the facts, builds the torus grid, agrees whether some rank has the CUDA driver
-  // and makes the transport. `timeline` (may be null) gets the bucket's phases.
+  // topology into the facts, builds the torus grid and makes the transport. `timeline` (may be
+  // null) gets the bucket's phases. agreeOnCudaDriver must follow before the first reduce.
   Status setUp(MPI_Comm comm, const Settings& settings, Stats* stats, Timeline* timeline);
+  // Collective over the engine's communicator, after setUp: agrees whether some rank has the CUDA
+  // driver loaded now (then every bucket agrees on its GPU route). Apart from setUp so that a
+  // fusion queue set up where its communicator is made can agree later, on its thread, after the
+  // application may have loaded CUDA.
+  Status agreeOnCudaDriver();
   bool isSetUp() const { return transport_ != nullptr; }
 
   const CommFacts& facts() const { return facts_; }

@@ -156,24 +156,26 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
   created->settings_.settings.minBytes = 0;  // a bucket is reduced whatever its size
   created->stats_ = stats;
   FusionQueue* const raw = created.get();
+  {
+    const TimelinePhase phase(settings.timeline, "setup");
+    created->setUpStatus_ = created->engine_->setUp(comm, created->settings_.settings, stats,
+                                                    settings.timeline);
+    // Progress in calls agrees on the CUDA driver now; a thread does so when it starts, at the
+    // first MPI_Iallreduce (run()), where the application may have loaded CUDA since.
+    if (created->setUpStatus_.isOk() && settings.settings.progressInCalls) {
+      created->setUpStatus_ = created->engine_->agreeOnCudaDriver();
+    }
+  }
+  if (!created->setUpStatus_.isOk()) {
+    GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
+                created->setUpStatus_.message().c_str());
+  } else if (settings.settings.algo == AlgoChoice::kAuto) {
+    created->aloneNativeBelowBytes_ = fusedAloneBeatsNativeBytesOn(created->engine_->facts());
+  }
   if (settings.settings.progressInCalls) {
-    {
-      const TimelinePhase phase(settings.timeline, "setup");
-      created->setUpStatus_ = created->setUp();
-    }
-    if (!created->setUpStatus_.isOk()) {
-      GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
-                  created->setUpStatus_.message().c_str());
-    } else {
-      if (settings.settings.algo == AlgoChoice::kAuto) {
-        created->aloneNativeBelowBytes_ = fusedAloneBeatsNativeBytesOn(created->engine_->facts());
-      }
-    }
     if (settings.timeline) created->tracer_.emplace(*settings.timeline);
     created->timelineLane_ = TimelineLane::fresh();
     created->task_ = std::make_unique<Task>([raw] { raw->rounds_.run(*raw, raw->setUpStatus_); });
-  } else {
-    created->thread_ = std::thread([raw] { raw->run(); });
   }
   {
     LiveQueues& live = liveQueues();
@@ -218,10 +220,6 @@ void FusionQueue::progressAll() {
     GFSHIM_WARN(kEngine, "fused allreduce progress failed: unexpected exception");
   }
   tProgressing = false;
-}
-
-Status FusionQueue::setUp() {
-  return engine_->setUp(comm_, settings_.settings, stats_, settings_.timeline);
 }
 
 void FusionQueue::stop() {
@@ -311,6 +309,10 @@ Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
     std::lock_guard<std::mutex> lock(countsMutex_);
     ++enqueuedCount_;
   }
+  // Thread mode: the thread starts with the first operation, so communicators that never see an
+  // MPI_Iallreduce cost no thread. MPI orders a communicator's collectives: no two application
+  // threads enqueue on one queue at once.
+  if (!task_ && !thread_.joinable()) thread_ = std::thread([this] { run(); });
   rounds_.push(op);
   markActive();
   return Status::ok();
@@ -487,14 +489,13 @@ void FusionQueue::run() {
     tracer.emplace(*settings_.timeline);
     setThreadPhaseTracer(&*tracer);
   }
-  Status status;
-  {
-    const TimelinePhase phase(settings_.timeline, "setup");
-    status = setUp();
-  }
-  if (!status.isOk()) {
-    GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
-                status.message().c_str());
+  Status status = setUpStatus_;
+  if (status.isOk()) {
+    status = engine_->agreeOnCudaDriver();
+    if (!status.isOk()) {
+      GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
+                  status.message().c_str());
+    }
   }
   rounds_.run(*this, status);
   setThreadPhaseTracer(nullptr);

@@ -42,7 +42,7 @@
 // blocked in MPI_Barrier still serves its peers' rounds) and from the Iallreduce hook (a round
 // starts at once: no cycle is waited for). Inside the task nothing blocks: transfers and
 // agreements test and yield (src/mpi/pmpi_wait.h), so progress calls nest safely and one
-// thread drives any number of queues. The queue is set up (topology, transport) where its
+// thread drives any number of queues. The queue (in both modes) is set up (topology, transport) where its
 // communicator is made, a collective point; the Iallreduce hook stays local. The application's
 // thread level is untouched (no MPI_THREAD_MULTIPLE), and no MPI nonblocking collective runs
 // beside a thread, so calls below GFSHIM_FUSION_MIN_BYTES and calls the engine cannot reduce go
@@ -168,14 +168,14 @@ class FusionCompletions {
 
 class FusionQueue {
  public:
-  // Local, so that Iallreduces on several communicators may start in a different order on every
-  // rank: starts the progress thread on `comm` (CommState::fusionComm, made collectively before;
-  // the caller frees it after the queue), which detects the topology on it before its first
-  // round. `rank` and `size` are the communicator's.
+  // Collective over `comm` (CommState::fusionComm; the caller frees it after the queue): call it
+  // where every rank makes a communicator, never inside a nonblocking call. Sets the queue's
+  // engine up at once (topology, transport), so the Iallreduce hook can ask the cost model
+  // (aloneNativeBelowBytes) in both progress modes. `rank` and `size` are the communicator's.
   //
-  // With settings.settings.progressInCalls: collective over `comm` instead (call it where every
-  // rank makes a communicator): sets the queue up at once and starts no thread; the round loop
-  // runs as a task that progressAll() resumes.
+  // With settings.settings.progressInCalls the round loop runs as a task that progressAll()
+  // resumes. Otherwise the first enqueue starts the progress thread, which agrees on the CUDA
+  // driver before its first round.
   static Status create(MPI_Comm comm, int rank, int size, const FusionSettings& settings,
                        Stats* stats, std::unique_ptr<FusionQueue>* queue);
   // Resumes the round loop of every queue progressed in calls that has work, once; returns at
@@ -201,9 +201,9 @@ class FusionQueue {
   // run at once (on a GPU that runs one kernel at a time, CUDA_DEVICE_MAX_CONNECTIONS=1, two
   // groups started in different orders on two ranks would wait for each other).
   void waitForEnqueued();
-  // Calls mode with GFSHIM_ALGO=auto, where the queue is set up as it is made: an MPI_Iallreduce
-  // below this many bytes is predicted faster as the MPI's own than fused alone (policy.h,
-  // fusedAloneBeatsNativeBytesOn). 0 otherwise: in thread mode the thread sets the queue up later.
+  // With GFSHIM_ALGO=auto: an MPI_Iallreduce below this many bytes is predicted faster as the
+  // MPI's own than fused alone (policy.h, fusedAloneBeatsNativeBytesOn, on the queue's agreed
+  // facts). 0 otherwise, or where the setup failed.
   uint64_t aloneNativeBelowBytes() const { return aloneNativeBelowBytes_; }
 
  private:
@@ -211,7 +211,6 @@ class FusionQueue {
   FusionQueue() = default;
   void run();
   void stop();
-  Status setUp();
   // Calls mode: resumes the round loop's task once unless another thread is in it or it is idle.
   void progress();
   // Calls mode: counts this queue as having work, for progressAll's fast path.
@@ -243,7 +242,7 @@ class FusionQueue {
   std::condition_variable completedMore_;
   uint64_t enqueuedCount_ = 0;
   uint64_t completedCount_ = 0;
-  std::thread thread_;                         // thread mode
+  std::thread thread_;                         // thread mode, from the first enqueue
   std::unique_ptr<Task> task_;                 // calls mode: the round loop
   std::mutex taskMutex_;                       // held while a thread resumes task_
   std::optional<TimelinePhaseTracer> tracer_;  // calls mode with GFSHIM_TIMELINE

@@ -37,9 +37,13 @@ constexpr double kRendezvousSeconds = 6e-6;
 constexpr double kRendezvousBytes = 8192;
 // What one latency step costs more where a node runs more ranks than it has CPUs: a rank waits
 // until its peer is scheduled again. Calibrated with 4 ranks on the 2-core development VM
-// (bench/never_slower.sh, Open MPI 4.1): one fused MPI_Iallreduce of 256K-1M lost to Open MPI's
-// own there and one of 2M won, which this figure puts at the model's crossover (~1.5M).
-constexpr double kOversubscribedStepSeconds = 40e-6;
+// (bench/never_slower.sh, Open MPI 4.1, two runs of 1M-16M, bench/RESULTS.md): the blocking ring
+// lost or tied at 2M (0.97-1.11) and won from 4M (0.77-0.95); a lone fused MPI_Iallreduce lost at
+// 2M-4M (1.03-1.21) and won from 8M, while bursts of ten 2M calls lost (1.09-1.20) and of ten 4M
+// won (0.55-0.59). This figure puts the ring's crossover at ~2.5M and the lone call's at ~3.7M
+// (below it every MPI_Iallreduce goes to the MPI's own, burst or not), between 2M and 4M.
+// It was 40 us, calibrated on one earlier sweep where a lone 2M call won; later sweeps lost there.
+constexpr double kOversubscribedStepSeconds = 100e-6;
 
 struct ClusterShape {
   int64_t ranksPerNode = 1;  // X

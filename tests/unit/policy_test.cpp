@@ -242,11 +242,16 @@ TEST(AutoPolicy, ManyNodesPassSmallMessagesToTheMpiAndKeepLargeOnes) {
 
 // Four ranks on a node with fewer CPUs: the ring's six steps each wait for a descheduled peer,
 // recursive doubling's two do, so a 512 KB call goes to the MPI there and to the ring otherwise.
+// Calibrated on 4 ranks of the 2-core development VM (cost_model.h): 2M calls go to the MPI (the
+// ring lost there), 4M calls to the ring (it won), and a lone MPI_Iallreduce of 2M stays the MPI's.
 TEST(AutoPolicy, AnOversubscribedNodePassesMidSizesToTheMpi) {
   CommFacts crowded = cluster(1, 4);
   crowded.oversubscribed = true;
   EXPECT_EQ(autoPlan(512 << 10, cluster(1, 4)).reason, Reason::kAutoRing);
   EXPECT_EQ(autoPlan(512 << 10, crowded).reason, Reason::kAutoNative);
+  EXPECT_EQ(autoPlan(2 << 20, crowded).reason, Reason::kAutoNative);
+  EXPECT_EQ(autoPlan(4 << 20, crowded).reason, Reason::kAutoRing);
+  EXPECT_GT(fusedAloneBeatsNativeBytesOn(crowded), uint64_t{2} << 20);
   EXPECT_EQ(autoPlan(64 << 20, crowded).reason, Reason::kAutoRing);
   EXPECT_GT(fusedAloneBeatsNativeBytesOn(crowded), fusedAloneBeatsNativeBytesOn(cluster(1, 4)));
 }

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "algo/reducer.h"
 #include "compress/half_codec.h"
@@ -328,19 +329,22 @@ int printModel(int argc, char** argv) {
                 gfshim::kOversubscribedStepSeconds * 1e6);
   }
   std::printf("%-24s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
+  auto piecesText = [](int64_t count) {
+    return std::to_string(count) + (count == 1 ? " piece" : " pieces");
+  };
   const int64_t pieces = gfshim::bestTorusPieces(shape, n);
-  const std::string pipelined = "torus2d, " + std::to_string(pieces) + " pieces";
   // The hierarchical chains cut a piece into segments of GFSHIM_SEGMENT_BYTES.
   const double segmentBytes = static_cast<double>(
       gfshim::settingsFrom(Config::load(gfshim::configInputsFromProcess())).segmentBytes);
   const int64_t leaderPieces = gfshim::bestHierarchicalPieces(shape, n, segmentBytes);
-  const std::pair<std::string, gfshim::AlgorithmCost> rows[] = {
-      {"ring", gfshim::ringCost(shape, n)},
-      {"torus2d, 1 piece", gfshim::torusCost(shape, n)},
-      {pipelined, gfshim::torusCost(shape, n, pieces)},
-      {"hierarchical, " + std::to_string(leaderPieces) + " pieces",
-       gfshim::hierarchicalCost(shape, n, segmentBytes, leaderPieces)},
-      {"recursive doubling", gfshim::recursiveDoublingCost(shape, n)}};
+  // The torus unpipelined, then with the pieces auto would take where that is more than one.
+  std::vector<std::pair<std::string, gfshim::AlgorithmCost>> rows = {
+      {"ring", gfshim::ringCost(shape, n)}, {"torus2d, 1 piece", gfshim::torusCost(shape, n)}};
+  if (pieces > 1)
+    rows.push_back({"torus2d, " + piecesText(pieces), gfshim::torusCost(shape, n, pieces)});
+  rows.push_back({"hierarchical, " + piecesText(leaderPieces),
+                  gfshim::hierarchicalCost(shape, n, segmentBytes, leaderPieces)});
+  rows.push_back({"recursive doubling", gfshim::recursiveDoublingCost(shape, n)});
   for (const auto& [name, cost] : rows) {
     std::printf("%-24s %14lld %14.6f\n", name.c_str(), static_cast<long long>(cost.latencySteps),
                 cost.seconds);

@@ -48,6 +48,13 @@ LiveQueues& liveQueues() {
   return *live;
 }
 
+// A queue whose setup (at creation, or the CUDA-driver agreement on its thread) failed: its
+// operations fail without collectives (FusionRounds::run).
+void warnFusionUnavailable(const Status& status) {
+  GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
+              status.message().c_str());
+}
+
 CompletionSignal& completionSignal() {
   static CompletionSignal* const signal = new CompletionSignal();  // outlives every thread
   return *signal;
@@ -158,8 +165,8 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
   FusionQueue* const raw = created.get();
   {
     const TimelinePhase phase(settings.timeline, "setup");
-    created->setUpStatus_ = created->engine_->setUp(comm, created->settings_.settings, stats,
-                                                    settings.timeline);
+    created->setUpStatus_ =
+        created->engine_->setUp(comm, created->settings_.settings, stats, settings.timeline);
     // Progress in calls agrees on the CUDA driver now; a thread does so when it starts, at the
     // first MPI_Iallreduce (run()), where the application may have loaded CUDA since.
     if (created->setUpStatus_.isOk() && settings.settings.progressInCalls) {
@@ -167,8 +174,7 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
     }
   }
   if (!created->setUpStatus_.isOk()) {
-    GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
-                created->setUpStatus_.message().c_str());
+    warnFusionUnavailable(created->setUpStatus_);
   } else if (settings.settings.algo == AlgoChoice::kAuto) {
     created->aloneNativeBelowBytes_ = fusedAloneBeatsNativeBytesOn(created->engine_->facts());
   }
@@ -492,10 +498,7 @@ void FusionQueue::run() {
   Status status = setUpStatus_;
   if (status.isOk()) {
     status = engine_->agreeOnCudaDriver();
-    if (!status.isOk()) {
-      GFSHIM_WARN(kEngine, "fused allreduce unavailable on a communicator: %s",
-                  status.message().c_str());
-    }
+    if (!status.isOk()) warnFusionUnavailable(status);
   }
   rounds_.run(*this, status);
   setThreadPhaseTracer(nullptr);

@@ -352,7 +352,7 @@ struct SmallCallMemo {
   Reason reason;
 };
 constexpr int kVariants = 4;
-__thread SmallCallMemo tSmallCallMemos[kVariants] __attribute__((tls_model("initial-exec")));
+__thread SmallCallMemo tSmallCallMemos[kVariants] GFSHIM_STATIC_TLS;
 
 SmallCallMemo& smallCallMemoOf(AllreduceVariant variant) {
   return tSmallCallMemos[static_cast<int>(variant) & (kVariants - 1)];

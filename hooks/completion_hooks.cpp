@@ -42,13 +42,75 @@ namespace gfshim::hooks {
 namespace {
 
 GFSHIM_NEXT_MPI(Wait);
-GFSHIM_NEXT_MPI(Waitall);
-GFSHIM_NEXT_MPI(Waitany);
 GFSHIM_NEXT_MPI(Waitsome);
 GFSHIM_NEXT_MPI(Test);
 GFSHIM_NEXT_MPI(Testall);
-GFSHIM_NEXT_MPI(Testany);
 GFSHIM_NEXT_MPI(Testsome);
+#if !defined(GFSHIM_SMPI)
+GFSHIM_NEXT_MPI(Waitall);
+GFSHIM_NEXT_MPI(Waitany);
+GFSHIM_NEXT_MPI(Testany);
+#endif
+
+// SimGrid SMPI 3.32's MPI_Waitall, MPI_Waitany and MPI_Testany neither free nor null a completed
+// generalized request (a fused MPI_Iallreduce's; checked with a small program: its MPI_Test,
+// MPI_Testall, MPI_Testsome and MPI_Waitsome do). Under SMPI the three are built from MPI_Testall
+// and MPI_Test, for every request, since a completed fused request is no longer counted in flight.
+// forward*: the application's call passed on; own*: the shim's polls while fused calls run.
+#if defined(GFSHIM_SMPI)
+int testanyByTests(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  *flag = 0;
+  *index = MPI_UNDEFINED;
+  bool anyActive = false;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    anyActive = true;
+    const int rc = PMPI_Test(&requests[i], flag, status);
+    if (rc != MPI_SUCCESS || *flag) {
+      *index = i;
+      return rc;
+    }
+  }
+  *flag = anyActive ? 0 : 1;  // no active request: done at once, with MPI_UNDEFINED
+  return MPI_SUCCESS;
+}
+
+int forwardTestany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  return testanyByTests(count, requests, index, flag, status);
+}
+int ownTestany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  return testanyByTests(count, requests, index, flag, status);
+}
+
+int forwardWaitany(int count, MPI_Request* requests, int* index, MPI_Status* status) {
+  int flag = 0;
+  for (;;) {
+    const int rc = testanyByTests(count, requests, index, &flag, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+  }
+}
+
+int forwardWaitall(int count, MPI_Request* requests, MPI_Status* statuses) {
+  int flag = 0;
+  for (;;) {
+    const int rc = PMPI_Testall(count, requests, &flag, statuses);
+    if (rc != MPI_SUCCESS || flag) return rc;
+  }
+}
+#else
+int forwardTestany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  return nextTestany(count, requests, index, flag, status);
+}
+int ownTestany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  return PMPI_Testany(count, requests, index, flag, status);
+}
+int forwardWaitany(int count, MPI_Request* requests, int* index, MPI_Status* status) {
+  return nextWaitany(count, requests, index, status);
+}
+int forwardWaitall(int count, MPI_Request* requests, MPI_Status* statuses) {
+  return nextWaitall(count, requests, statuses);
+}
+#endif
 
 // How long a waiting application thread sleeps before it tests its requests again when no fused
 // operation completes: bounds the extra latency of the application's own requests.
@@ -121,7 +183,7 @@ int testanyHook(int count, void* rawRequests, int* index, int* flag, void* rawSt
   auto* requests = static_cast<MPI_Request*>(rawRequests);
   auto* status = static_cast<MPI_Status*>(rawStatus);
   return testWhileFusing([&](bool* done) {
-    const int rc = nextTestany(count, requests, index, flag, status);
+    const int rc = forwardTestany(count, requests, index, flag, status);
     *done = *flag != 0;
     return rc;
   });
@@ -161,7 +223,7 @@ int waitallHook(int count, void* rawRequests, void* rawStatuses) noexcept {
         *done = flag != 0;
         return rc;
       },
-      [&] { return nextWaitall(count, requests, statuses); });
+      [&] { return forwardWaitall(count, requests, statuses); });
 }
 
 int waitanyHook(int count, void* rawRequests, int* index, void* rawStatus) noexcept {
@@ -170,11 +232,11 @@ int waitanyHook(int count, void* rawRequests, int* index, void* rawStatus) noexc
   return waitWhileFusing(
       [&](bool* done) {
         int flag = 0;
-        const int rc = PMPI_Testany(count, requests, index, &flag, status);
+        const int rc = ownTestany(count, requests, index, &flag, status);
         *done = flag != 0;
         return rc;
       },
-      [&] { return nextWaitany(count, requests, index, status); });
+      [&] { return forwardWaitany(count, requests, index, status); });
 }
 
 int waitsomeHook(int count, void* rawRequests, int* outcount, int* indices,

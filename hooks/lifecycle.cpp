@@ -32,7 +32,7 @@
 namespace gfshim::hooks {
 
 namespace detail {
-__thread int gReentryDepth __attribute__((tls_model("initial-exec"))) = 0;
+__thread int gReentryDepth GFSHIM_STATIC_TLS = 0;
 Runtime* const gRuntime = new Runtime();  // never destroyed: hooks may run during exit
 std::atomic<int> gFlavourCheck{kUnchecked};
 }  // namespace detail
@@ -92,11 +92,20 @@ void abortWithTheReasonForwarded() {
   PMPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-#if defined(OPEN_MPI)
+#if defined(GFSHIM_SMPI)
+// SimGrid SMPI (cmake/smpi.cmake): linked into the simulated program, never preloaded. Its
+// simulated ranks cannot be served by a real thread: progress is in calls and the stall watchdog
+// (a thread, on wall-clock time that says nothing of simulated time) is off.
+constexpr const char* kBuiltFor = "SimGrid SMPI";
+constexpr bool kThreadsMayRun = false;
+bool isBuiltForFlavour(const char* version) { return std::strncmp(version, "SMPI", 4) == 0; }
+#elif defined(OPEN_MPI)
 constexpr const char* kBuiltFor = "Open MPI";
+constexpr bool kThreadsMayRun = true;
 bool isBuiltForFlavour(const char* version) { return std::strncmp(version, "Open MPI", 8) == 0; }
 #else
 constexpr const char* kBuiltFor = "MPICH";
+constexpr bool kThreadsMayRun = true;
 // MPICH and its ABI-compatible derivatives.
 bool isBuiltForFlavour(const char* version) {
   return std::strstr(version, "MPICH") != nullptr || std::strstr(version, "MVAPICH") != nullptr ||
@@ -266,10 +275,10 @@ void loadConfig() {
       rt.settings.progressInCalls = true;
       break;
     case ProgressChoice::kThread:
-      rt.settings.progressInCalls = false;
+      rt.settings.progressInCalls = !kThreadsMayRun;
       break;
     case ProgressChoice::kAuto:
-      rt.settings.progressInCalls = hook;
+      rt.settings.progressInCalls = hook || !kThreadsMayRun;
       break;
   }
   rt.settings.progressInCalls = rt.settings.progressInCalls && rt.settings.fusion;
@@ -284,7 +293,13 @@ void registerProgressHook(Runtime& rt) {
     rt.progressHookRegistered = true;
     return;
   }
-  if (rt.worldRank == 0) {
+  if (rt.worldRank == 0 && !kThreadsMayRun &&
+      rt.settings.progressChoice == ProgressChoice::kThread) {
+    GFSHIM_WARN(kInit,
+                "GFSHIM_PROGRESS=thread: a thread cannot make simulated MPI calls under %s; "
+                "fused MPI_Iallreduce calls progress in the application's MPI calls instead",
+                kBuiltFor);
+  } else if (rt.worldRank == 0 && kThreadsMayRun) {
     GFSHIM_WARN(kInit,
                 "GFSHIM_PROGRESS=calls: this MPI has no progress hook, so fused MPI_Iallreduce "
                 "calls progress only inside MPI_Wait*/MPI_Test* and the allreduce calls; a rank "
@@ -323,7 +338,7 @@ void startRuntime() {
   const Status node = learnWorldNode();
   if (!node.isOk()) GFSHIM_WARN(kInit, "cannot learn this rank's node: %s", node.message().c_str());
   if (!agreeAcrossRanks(rt, started.isOk())) return;
-  StallInspector::configure(rt.settings.stallWarnSec, rt.threadMultiple);
+  if (kThreadsMayRun) StallInspector::configure(rt.settings.stallWarnSec, rt.threadMultiple);
   if (!rt.settings.timeline.empty())
     rt.timeline = Timeline::open(rt.settings.timeline, rt.worldRank);
   if (rt.settings.fusionAvailable) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "config/config.h"
+#include "common/static_tls.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
 #include "mpi/comm_registry.h"
@@ -51,7 +52,7 @@ inline Runtime& runtime() { return *detail::gRuntime; }
 // __tls_get_addr call on the pass-through path.
 // (__thread rather than thread_local: a trivially initialized int needs no TLS init wrapper.)
 namespace detail {
-extern __thread int gReentryDepth __attribute__((tls_model("initial-exec")));
+extern __thread int gReentryDepth GFSHIM_STATIC_TLS;
 }  // namespace detail
 
 class ReentryGuard {

@@ -7,6 +7,7 @@ packages=(
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   libgtest-dev googletest
   libhwloc-dev libucx-dev
+  libsimgrid-dev
   python3 python3-mpi4py python3-numpy
   zlib1g-dev dataset-fashion-mnist
   iproute2 util-linux

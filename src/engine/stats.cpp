@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/static_tls.h"
+
 namespace gfshim {
 namespace {
 
@@ -53,8 +55,8 @@ Stats::~Stats() {
 namespace {
 // The block this thread last recorded into and the id of its Stats; the shim has one Stats
 // object, tests several (destroyed ones too, whose blocks are freed).
-thread_local Stats::ThreadBlock* tCachedBlock __attribute__((tls_model("initial-exec"))) = nullptr;
-thread_local uint64_t tCachedOwnerId __attribute__((tls_model("initial-exec"))) = 0;
+thread_local Stats::ThreadBlock* tCachedBlock GFSHIM_STATIC_TLS = nullptr;
+thread_local uint64_t tCachedOwnerId GFSHIM_STATIC_TLS = 0;
 std::atomic<uint64_t> gNextStatsId{1};
 }  // namespace
 

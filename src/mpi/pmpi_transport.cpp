@@ -44,11 +44,12 @@ int readableErrorCode(int code, const std::string& text) {
     if (seen == key) return seenCode;
   }
   if (unsupported || added->size() >= kMaxAddedCodes) return code;
-  // The MPI copies the string; a longer one may be rejected, so it is cut to the limit.
-  const std::string bounded = text.substr(0, MPI_MAX_ERROR_STRING - 1);
+  // The MPI copies the string; a longer one may be rejected, so it is cut to the limit. (Not const:
+  // SMPI declares the MPI-2 prototype, which takes a char*.)
+  std::string bounded = text.substr(0, MPI_MAX_ERROR_STRING - 1);
   int readable = MPI_SUCCESS;
   if (PMPI_Add_error_code(errorClass, &readable) != MPI_SUCCESS ||
-      PMPI_Add_error_string(readable, bounded.c_str()) != MPI_SUCCESS ||
+      PMPI_Add_error_string(readable, bounded.data()) != MPI_SUCCESS ||
       !readsBack(readable, errorClass, bounded)) {
     unsupported = true;
     return code;

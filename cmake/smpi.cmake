@@ -30,14 +30,7 @@ set(MPIEXEC_EXECUTABLE ${SMPIRUN_EXECUTABLE})
 # Called after gfshim_core and gfshim_mpi exist: the static shim, the simulated programs (each
 # built twice: with the shim linked in, and plain, which is SMPI's own allreduce) and their tests.
 function(gfshim_smpi_targets)
-  add_library(gfshim_smpi STATIC
-    hooks/exports.cpp
-    hooks/lifecycle.cpp
-    hooks/allreduce_hook.cpp
-    hooks/completion_hooks.cpp
-    hooks/comm_hook.cpp
-    hooks/staged_passthrough.cpp
-    hooks/mpi_handles.cpp)
+  add_library(gfshim_smpi STATIC ${GFSHIM_HOOK_SOURCES})
   target_include_directories(gfshim_smpi PRIVATE . src ${CMAKE_BINARY_DIR}/generated)
   target_compile_options(gfshim_smpi PRIVATE ${GFSHIM_WARNINGS})
   find_package(Threads REQUIRED)

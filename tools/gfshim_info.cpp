@@ -9,10 +9,12 @@
 //   gfshim-info --params-markdown  the README's parameter table, generated from params.def
 //   gfshim-info --model --ranks-per-node X --nodes Y --bytes N [--inter-gbps G]
 //               [--inter-latency-us L] [--intra-gbps G] [--intra-latency-us L]
-//               [--oversubscribed yes|no]
+//               [--oversubscribed yes|no] [--reduce-gbps R]
 //                                  predicted time and latency steps of ring, 2D torus and
 //                                  recursive doubling (src/engine/cost_model.h), and the
-//                                  fusion thresholds it implies
+//                                  fusion thresholds it implies; R: the reduction's rate
+//                                  (default the model's 80 Gbit/s; a huge one leaves it out, as
+//                                  a simulation without computation does)
 //
 // It reads the same environment and GFSHIM_CONFIG file as the shim, so it also shows what a bad
 // value would fall back to.
@@ -265,7 +267,7 @@ constexpr const char* kUsage =
     "usage: gfshim-info [--params-markdown | --model --ranks-per-node X --nodes Y --bytes N\n"
     "                   [--inter-gbps G] [--inter-latency-us L] [--intra-gbps G] "
     "[--intra-latency-us L]\n"
-    "                   [--oversubscribed yes|no]]\n";
+    "                   [--oversubscribed yes|no] [--reduce-gbps R]]\n";
 
 int printModel(int argc, char** argv) {
   gfshim::ClusterShape shape;
@@ -307,6 +309,8 @@ int printModel(int argc, char** argv) {
       shape.intraNode.bytesPerSecond = number * 1e9 / 8;
     } else if (flag == "--intra-latency-us") {
       shape.intraNode.latencySeconds = number * 1e-6;
+    } else if (flag == "--reduce-gbps") {
+      shape.reduceBytesPerSecond = number * 1e9 / 8;
     } else {
       std::fprintf(stderr, "gfshim-info: unknown option %s\n%s", flag.c_str(), kUsage);
       return 2;
@@ -319,11 +323,12 @@ int printModel(int argc, char** argv) {
   const double n = static_cast<double>(bytes);
   std::printf(
       "%lld ranks = %lld nodes x %lld ranks per node, %llu bytes; links: between nodes "
-      "%.1f Gbit/s %.1f us, inside a node %.1f Gbit/s %.1f us\n",
+      "%.1f Gbit/s %.1f us, inside a node %.1f Gbit/s %.1f us; reduction %.3g Gbit/s\n",
       static_cast<long long>(shape.nodes * shape.ranksPerNode), static_cast<long long>(shape.nodes),
       static_cast<long long>(shape.ranksPerNode), static_cast<unsigned long long>(bytes),
       shape.interNode.bytesPerSecond * 8 / 1e9, shape.interNode.latencySeconds * 1e6,
-      shape.intraNode.bytesPerSecond * 8 / 1e9, shape.intraNode.latencySeconds * 1e6);
+      shape.intraNode.bytesPerSecond * 8 / 1e9, shape.intraNode.latencySeconds * 1e6,
+      shape.reduceBytesPerSecond * 8 / 1e9);
   if (shape.oversubscribed) {
     std::printf("oversubscribed: every latency step costs %.0f us more\n",
                 gfshim::kOversubscribedStepSeconds * 1e6);

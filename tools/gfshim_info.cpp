@@ -9,12 +9,14 @@
 //   gfshim-info --params-markdown  the README's parameter table, generated from params.def
 //   gfshim-info --model --ranks-per-node X --nodes Y --bytes N [--inter-gbps G]
 //               [--inter-latency-us L] [--intra-gbps G] [--intra-latency-us L]
-//               [--oversubscribed yes|no] [--reduce-gbps R]
+//               [--oversubscribed yes|no] [--reduce-gbps R] [--rendezvous-us H]
 //                                  predicted time and latency steps of ring, 2D torus and
 //                                  recursive doubling (src/engine/cost_model.h), and the
 //                                  fusion thresholds it implies; R: the reduction's rate
 //                                  (default the model's 80 Gbit/s; a huge one leaves it out, as
-//                                  a simulation without computation does)
+//                                  a simulation without computation does); H: what a rendezvous
+//                                  message costs more (default the model's 6 us; 0 for SimGrid,
+//                                  which models no handshake)
 //
 // It reads the same environment and GFSHIM_CONFIG file as the shim, so it also shows what a bad
 // value would fall back to.
@@ -267,7 +269,7 @@ constexpr const char* kUsage =
     "usage: gfshim-info [--params-markdown | --model --ranks-per-node X --nodes Y --bytes N\n"
     "                   [--inter-gbps G] [--inter-latency-us L] [--intra-gbps G] "
     "[--intra-latency-us L]\n"
-    "                   [--oversubscribed yes|no] [--reduce-gbps R]]\n";
+    "                   [--oversubscribed yes|no] [--reduce-gbps R] [--rendezvous-us H]]\n";
 
 int printModel(int argc, char** argv) {
   gfshim::ClusterShape shape;
@@ -280,6 +282,7 @@ int printModel(int argc, char** argv) {
     char* end = nullptr;
     const double number = std::strtod(value.c_str(), &end);
     const bool numeric = end != value.c_str() && *end == '\0' && number > 0;
+    const bool nonNegative = end != value.c_str() && *end == '\0' && number >= 0;
     std::string why;
     if (flag == "--oversubscribed") {
       if (value != "yes" && value != "no") {
@@ -293,6 +296,13 @@ int printModel(int argc, char** argv) {
         std::fprintf(stderr, "gfshim-info: --bytes '%s': %s\n", value.c_str(), why.c_str());
         return 2;
       }
+    } else if (flag == "--rendezvous-us") {
+      if (!nonNegative) {
+        std::fprintf(stderr, "gfshim-info: --rendezvous-us needs a number of 0 or more, not '%s'\n%s",
+                     value.c_str(), kUsage);
+        return 2;
+      }
+      shape.rendezvousSeconds = number * 1e-6;
     } else if (!numeric) {
       std::fprintf(stderr, "gfshim-info: %s needs a positive number, not '%s'\n%s", flag.c_str(),
                    value.c_str(), kUsage);
@@ -323,12 +333,13 @@ int printModel(int argc, char** argv) {
   const double n = static_cast<double>(bytes);
   std::printf(
       "%lld ranks = %lld nodes x %lld ranks per node, %llu bytes; links: between nodes "
-      "%.1f Gbit/s %.1f us, inside a node %.1f Gbit/s %.1f us; reduction %.3g Gbit/s\n",
+      "%.1f Gbit/s %.1f us, inside a node %.1f Gbit/s %.1f us; reduction %.3g Gbit/s; "
+      "rendezvous %.1f us\n",
       static_cast<long long>(shape.nodes * shape.ranksPerNode), static_cast<long long>(shape.nodes),
       static_cast<long long>(shape.ranksPerNode), static_cast<unsigned long long>(bytes),
       shape.interNode.bytesPerSecond * 8 / 1e9, shape.interNode.latencySeconds * 1e6,
       shape.intraNode.bytesPerSecond * 8 / 1e9, shape.intraNode.latencySeconds * 1e6,
-      shape.reduceBytesPerSecond * 8 / 1e9);
+      shape.reduceBytesPerSecond * 8 / 1e9, shape.rendezvousSeconds * 1e6);
   if (shape.oversubscribed) {
     std::printf("oversubscribed: every latency step costs %.0f us more\n",
                 gfshim::kOversubscribedStepSeconds * 1e6);

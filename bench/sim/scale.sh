@@ -116,12 +116,13 @@ while IFS=$'\t' read -r platform np bytes side algo time_us chosen wall; do
   nodes=$((np / per_node))
   model="-" err="-"
   if [[ $side == shim && -n $time_us ]]; then
-    # The model without the reduction (left out of the simulation too); for the torus and the
-    # hierarchical allreduce its last row, the pieces the shim takes.
+    # The model without the reduction (left out of the simulation too) and without the
+    # rendezvous handshake (SimGrid models none); for the torus and the hierarchical allreduce
+    # its last row, the pieces the shim takes.
     predicted=$("$info" --model --ranks-per-node "$per_node" --nodes "$nodes" --bytes "$bytes" \
                   --inter-gbps "$inter_gbps" --inter-latency-us "$inter_us" \
                   --intra-gbps "$intra_gbps" --intra-latency-us "$intra_us" --oversubscribed no \
-                  --reduce-gbps 1e9 |
+                  --reduce-gbps 1e9 --rendezvous-us 0 |
                 awk -v n="$chosen" 'index($0, n) == 1 { v = $NF } END { print v }')
     if [[ -n $predicted ]]; then
       model=$(awk -v p="$predicted" 'BEGIN { printf "%.2f", p * 1e3 }')

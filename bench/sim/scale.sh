@@ -20,7 +20,8 @@
 # MPI_Test costs 1 us of simulated time (smpi/test, no growth), the order of a real one. Links
 # are ideal at their stated rate and latency: SMPI's default correction factors (calibrated on
 # a TCP cluster, which cut small messages' bandwidth by half and more) and cross traffic are off,
-# so both sides run on the network the platform file states.
+# so both sides run on the network the platform file states. (These settings are
+# tests/smpi/run_simulated.sh's.)
 #
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv),
 # then a markdown table of the points run now on stdout.
@@ -86,9 +87,7 @@ one() {
   local started; started=$(date +%s.%N)
   local cmd=("$root/tests/smpi/run_simulated.sh" --smpirun smpirun --platform "$xml" --np "$np"
              --ranks-per-host "$per_node" --time-limit 3600 "${envs[@]+"${envs[@]}"}" "${cfgs[@]}"
-             --cfg smpi/auto-shared-malloc-thresh:65536 --cfg smpi/test:1e-6
-             --cfg smpi/grow-injected-times:no --cfg smpi/bw-factor:0:1 --cfg smpi/lat-factor:0:1
-             --cfg network/crosstraffic:0 -- "$program" -b "$bytes" -e "$bytes" -n 1 -w 1 -r 1)
+             --cfg smpi/auto-shared-malloc-thresh:65536 -- "$program" -b "$bytes" -e "$bytes" -n 1 -w 1 -r 1)
   local log
   log=$("${cmd[@]}" 2>&1) ||
     { echo "scale.sh: simulation failed: $np $size $side $algo" >&2; echo "$log" | tail -5 >&2; return 0; }

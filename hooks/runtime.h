@@ -6,8 +6,8 @@
 #include <atomic>
 #include <memory>
 
-#include "config/config.h"
 #include "common/static_tls.h"
+#include "config/config.h"
 #include "engine/stats.h"
 #include "engine/timeline.h"
 #include "mpi/comm_registry.h"

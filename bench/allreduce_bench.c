@@ -306,7 +306,14 @@ static MPI_Op mpi_op(op_id op) {
 static void* alloc_buffer(size_t bytes) {
   const size_t align = 4096;
   size_t rounded = (bytes + align - 1) / align * align;
+#ifdef GFSHIM_SMPI
+  /* SMPI's malloc (smpi_helpers.h), page-aligned from its threshold on, which
+     smpi/auto-shared-malloc-thresh can make one buffer shared by all simulated ranks;
+     aligned_alloc would give each rank its own. */
+  void* p = malloc(rounded ? rounded : align);
+#else
   void* p = aligned_alloc(align, rounded ? rounded : align);
+#endif
   if (p) memset(p, 0, rounded); /* fault the pages in before any timing */
   return p;
 }

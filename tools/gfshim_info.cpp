@@ -13,10 +13,10 @@
 //                                  predicted time and latency steps of ring, 2D torus and
 //                                  recursive doubling (src/engine/cost_model.h), and the
 //                                  fusion thresholds it implies; R: the reduction's rate
-//                                  (default the model's 80 Gbit/s; a huge one leaves it out, as
-//                                  a simulation without computation does); H: what a rendezvous
-//                                  message costs more (default the model's 6 us; 0 for SimGrid,
-//                                  which models no handshake)
+//                                  (default 80 Gbit/s, as GFSHIM_REDUCE_GBPS; a huge one leaves
+//                                  it out, as a simulation without computation does); H: what a
+//                                  rendezvous message costs more (default 6 us, as
+//                                  GFSHIM_RENDEZVOUS_US; 0 for SimGrid, which models no handshake)
 //
 // It reads the same environment and GFSHIM_CONFIG file as the shim, so it also shows what a bad
 // value would fall back to.

@@ -21,7 +21,10 @@
 # are ideal at their stated rate and latency: SMPI's default correction factors (calibrated on
 # a TCP cluster, which cut small messages' bandwidth by half and more) and cross traffic are off,
 # so both sides run on the network the platform file states. (These settings are
-# tests/smpi/run_simulated.sh's.)
+# tests/smpi/run_simulated.sh's.) Every collective that is not the one measured (the barrier
+# before it, the shim's set-up) takes Open MPI's selection on both sides. The shim's auto is told that network: the platform's link
+# figures, no rendezvous handshake (GFSHIM_RENDEZVOUS_US=0, SimGrid models none) and a
+# reduction that costs nothing (GFSHIM_REDUCE_GBPS=1e9).
 #
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv),
 # then a markdown table of the points run now on stdout.
@@ -74,15 +77,17 @@ bytes_of() {
 one() {
   local np=$1 size=$2 side=$3 algo=$4
   local bytes; bytes=$(bytes_of "$size")
-  local program=$bench_dir/allreduce_bench_native envs=() cfgs=(--cfg smpi/allreduce:ompi)
+  local program=$bench_dir/allreduce_bench_native envs=()
+  local cfgs=(--cfg smpi/coll-selector:ompi --cfg smpi/allreduce:ompi)
   if [[ $side == shim ]]; then
     program=$bench_dir/allreduce_bench_shim
     envs=(--env "GFSHIM_ALGO=$algo" --env GFSHIM_DEBUG=INFO --env GFSHIM_DEBUG_SUBSYS=POLICY
           --env "GFSHIM_TOPO_FILE=$root/bench/sim/simulated_node.topo"
           --env "GFSHIM_INTER_GBPS=$inter_gbps" --env "GFSHIM_INTER_LATENCY_US=$inter_us"
-          --env "GFSHIM_INTRA_GBPS=$intra_gbps" --env "GFSHIM_INTRA_LATENCY_US=$intra_us")
+          --env "GFSHIM_INTRA_GBPS=$intra_gbps" --env "GFSHIM_INTRA_LATENCY_US=$intra_us"
+          --env GFSHIM_RENDEZVOUS_US=0 --env GFSHIM_REDUCE_GBPS=1e9)
   else
-    cfgs=(--cfg "smpi/allreduce:$algo")
+    cfgs=(--cfg smpi/coll-selector:ompi --cfg "smpi/allreduce:$algo")
   fi
   local started; started=$(date +%s.%N)
   local cmd=("$root/tests/smpi/run_simulated.sh" --smpirun smpirun --platform "$xml" --np "$np"

@@ -18,6 +18,8 @@
 
 namespace gfshim {
 
+// The default of GFSHIM_REDUCE_GBPS (80 Gbit/s; a unit test ties the two), see
+// ClusterShape::reduceBytesPerSecond.
 constexpr double kReduceBytesPerSecond = 10e9;
 // Packing an operation into a fused bucket and back: two copies of its bytes, at about this rate
 // from memory that is not in cache (the development VM's memcpy: 4-10 GB/s).
@@ -32,7 +34,8 @@ constexpr double kBucketOverheadSeconds = 10e-6;
 // receiver). Measured on the development VM with a PMPI_Sendrecv exchange between 2 ranks of one
 // node: Open MPI 1.6 us at 2 KiB, 6.9 us at 8 KiB and 7.9 us at 32 KiB; MPICH 1.0 us at 2 KiB,
 // 6.8 us at 32 KiB. That is what a ring's steps pay beyond the latency UCX reports (0.09 us for
-// shared memory, its own small-message figure).
+// shared memory, its own small-message figure). The default of GFSHIM_RENDEZVOUS_US (a unit test
+// ties the two), which a network without it sets to 0 (SimGrid's SMPI models no handshake).
 constexpr double kRendezvousSeconds = 6e-6;
 constexpr double kRendezvousBytes = 8192;
 // What one latency step costs more where a node runs more ranks than it has CPUs: a rank waits

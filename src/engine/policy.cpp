@@ -217,6 +217,8 @@ ClusterShape shapeOf(const CommFacts& comm) {
   shape.intraNode = comm.intraLink;
   shape.interNode = comm.interLink;
   shape.oversubscribed = comm.oversubscribed;
+  shape.rendezvousSeconds = comm.rendezvousSeconds;
+  shape.reduceBytesPerSecond = comm.reduceBytesPerSecond;
   return shape;
 }
 

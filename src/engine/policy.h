@@ -17,6 +17,7 @@
 
 #include "common/types.h"
 #include "config/config.h"
+#include "engine/cost_model.h"
 #include "topo/topology.h"
 
 namespace gfshim {
@@ -102,6 +103,8 @@ struct CommFacts {
   LinkCost intraLink;    // agreed link figures for the cost model (src/topo/topology.h)
   LinkCost interLink;
   bool oversubscribed = false;  // some node runs more ranks than it has CPUs (agreed)
+  double rendezvousSeconds = kRendezvousSeconds;       // GFSHIM_RENDEZVOUS_US (agreed)
+  double reduceBytesPerSecond = kReduceBytesPerSecond;  // GFSHIM_REDUCE_GBPS (agreed)
 };
 
 // The cost model's predictions behind a GFSHIM_ALGO=auto choice (seconds; negative: the

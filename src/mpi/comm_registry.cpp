@@ -98,6 +98,8 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
   facts->intraLink = topology.intraLink;
   facts->interLink = topology.interLink;
   facts->oversubscribed = detected.oversubscribed;
+  facts->rendezvousSeconds = detected.rendezvousSeconds;
+  facts->reduceBytesPerSecond = detected.reduceBytesPerSecond;
   std::string why;
   const std::optional<TorusGrid> nodeGrid =
       torusGridFromNodes(facts->rank, detected.nodeOfRank, &why);

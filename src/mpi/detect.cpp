@@ -180,12 +180,16 @@ Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* det
   resolveLinkCosts(
       {settings.intraGbps, settings.intraLatencyUs, settings.interGbps, settings.interLatencyUs},
       &topology);
-  double links[4] = {topology.intraLink.latencySeconds, topology.interLink.latencySeconds,
-                     -topology.intraLink.bytesPerSecond, -topology.interLink.bytesPerSecond};
-  rc = PMPI_Allreduce(MPI_IN_PLACE, links, 4, MPI_DOUBLE, MPI_MAX, comm);
+  // One agreement, MPI_MAX throughout: the highest latencies, the lowest rates (negated).
+  double costs[6] = {topology.intraLink.latencySeconds, topology.interLink.latencySeconds,
+                     -topology.intraLink.bytesPerSecond, -topology.interLink.bytesPerSecond,
+                     settings.rendezvousUs * 1e-6, -settings.reduceGbps * 1e9 / 8};
+  rc = PMPI_Allreduce(MPI_IN_PLACE, costs, 6, MPI_DOUBLE, MPI_MAX, comm);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Allreduce", rc);
-  topology.intraLink = {links[0], -links[2]};
-  topology.interLink = {links[1], -links[3]};
+  topology.intraLink = {costs[0], -costs[2]};
+  topology.interLink = {costs[1], -costs[3]};
+  detected->rendezvousSeconds = costs[4];
+  detected->reduceBytesPerSecond = -costs[5];
 
   writeDumpOnce(settings, rank, topology);
   detected->topology = topology;

@@ -33,6 +33,11 @@ struct CommTopology {
   // Some node of the communicator runs more of the job's ranks than it has CPUs for (see
   // learnWorldNode); false when unknown.
   bool oversubscribed = false;
+  // The cost model's figures of the MPI and the CPU, agreed: what a rendezvous message costs
+  // beyond its latency (GFSHIM_RENDEZVOUS_US, the highest) and how fast a rank reduces
+  // (GFSHIM_REDUCE_GBPS, the lowest).
+  double rendezvousSeconds = 0;
+  double reduceBytesPerSecond = 0;
   std::string hardwareSource;  // this rank's, see LocalTopology
   std::string transportSource;
 };

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "engine/cost_model.h"
+
 namespace gfshim {
 namespace {
 
@@ -374,6 +376,13 @@ TEST(Settings, DefaultConstructedHoldsTheTableDefaultsExceptNumbers){
 #undef GFSHIM_EACH_Member
 #undef GFSHIM_EACH_Choice
 #undef GFSHIM_EACH_Custom
+
+// The cost model's constants are the parameters' defaults (src/engine/cost_model.h).
+TEST(Settings, CostModelDefaultsAreTheModelsConstants) {
+  const Settings defaults = settingsFrom(Config::defaults());
+  EXPECT_DOUBLE_EQ(defaults.rendezvousUs * 1e-6, kRendezvousSeconds);
+  EXPECT_DOUBLE_EQ(defaults.reduceGbps * 1e9 / 8, kReduceBytesPerSecond);
+}
 
 TEST(Settings, CustomRows) {
   const Settings defaults = settingsFrom(Config::defaults());

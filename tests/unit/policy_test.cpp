@@ -226,6 +226,24 @@ TEST(AutoPolicy, SeveralRanksPerNodeOnSeveralNodesRunTheTorusForLargeMessages) {
   EXPECT_LT(autoPlan(64 << 20, uneven).estimate.torusSeconds, 0);
 }
 
+// The model's figures of the MPI and the CPU are parameters (GFSHIM_RENDEZVOUS_US,
+// GFSHIM_REDUCE_GBPS, agreed across ranks): on ABCI's links (16 nodes x 4, 200 and 400 Gbit/s,
+// 2 us) a 16 MB call takes the torus where messages pay a 6 us rendezvous and a core reduces at
+// 10 GB/s, and the ring where neither costs anything, as on SimGrid's simulated ranks, where the
+// ring is the faster (bench/RESULTS.md, "At scale, simulated").
+TEST(AutoPolicy, TheRendezvousAndReductionFiguresAreTheAgreedOnes) {
+  CommFacts abci = cluster(16, 4);
+  abci.intraLink = {2e-6, 400e9 / 8};
+  abci.interLink = {2e-6, 200e9 / 8};
+  EXPECT_EQ(autoPlan(16 << 20, abci).algo, Algo::kTorus2d);
+  CommFacts simulated = abci;
+  simulated.rendezvousSeconds = 0;
+  simulated.reduceBytesPerSecond = 1e18;
+  const Plan plan = autoPlan(16 << 20, simulated);
+  EXPECT_EQ(plan.algo, Algo::kRing);
+  EXPECT_LT(plan.estimate.ringSeconds, autoPlan(16 << 20, abci).estimate.ringSeconds);
+}
+
 TEST(AutoPolicy, ManyNodesPassSmallMessagesToTheMpiAndKeepLargeOnes) {
   // 64 nodes: a 256 KB ring pays 126 latencies; recursive doubling 6 (with the full buffer).
   const Plan small = autoPlan(256 << 10, cluster(64, 1));

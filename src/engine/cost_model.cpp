@@ -30,12 +30,28 @@ double stepSeconds(const ClusterShape& shape, double bytes) {
 
 }  // namespace
 
+// A ring laid out node by node is a pipeline, not a sequence of lock-step steps: a rank sends
+// step k's chunk once step k-1's has come from the rank before it, so the latencies add up along
+// the ring, where only one hop in X crosses a node boundary, while each node's link carries one
+// chunk per step. A step takes the longer of the two: the mean hop around the ring, and a chunk's
+// time on the slowest link. (Charging every step the inter-node latency, as the lock-step model
+// did, put a 1 MB ring on 64 simulated ranks of 10 Gbit/s Ethernet 55 % above SimGrid's time.)
 AlgorithmCost ringCost(const ClusterShape& shape, double bytes) {
   const int64_t p = shape.ranksPerNode * shape.nodes;
   AlgorithmCost cost;
   cost.latencySteps = 2 * (p - 1);
   const double chunk = bytes / static_cast<double>(p);
-  cost.seconds = static_cast<double>(cost.latencySteps) * stepSeconds(shape, chunk) +
+  double step = stepSeconds(shape, chunk);
+  if (shape.nodes > 1 && shape.ranksPerNode > 1) {
+    const double x = static_cast<double>(shape.ranksPerNode);
+    const double meanHop = (messageSeconds(shape, shape.interNode, chunk) +
+                            (x - 1) * messageSeconds(shape, shape.intraNode, chunk)) /
+                           x;
+    const double wire = std::max(chunk / shape.interNode.bytesPerSecond,
+                                 chunk / shape.intraNode.bytesPerSecond);
+    step = std::max(meanHop, wire);
+  }
+  cost.seconds = static_cast<double>(cost.latencySteps) * step +
                  static_cast<double>(p - 1) * chunk / shape.reduceBytesPerSecond;
   return cost;
 }

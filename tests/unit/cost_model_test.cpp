@@ -36,6 +36,27 @@ TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
   EXPECT_NEAR(ringCost(s, n).seconds, 2.0 * 3 / 4 * n / 1e9, 1e-9);
 }
 
+// A ring laid out node by node is a pipeline: its latency adds up along the ring, where one hop
+// in X crosses nodes, while each node's link carries one chunk per step.
+TEST(CostModel, TheRingPaysTheInterNodeLatencyOnOneHopInX) {
+  ClusterShape s = shape(4, 16);
+  s.intraNode = {1e-6, 1e30};
+  s.interNode = {10e-6, 1e30};
+  s.reduceBytesPerSecond = 1e30;
+  s.rendezvousSeconds = 0;
+  // No bytes: 126 steps of the mean hop, (10 + 3 x 1) / 4 us; not 126 x 10 us.
+  EXPECT_NEAR(ringCost(s, 0).seconds, 126 * 13e-6 / 4, 1e-12);
+  // Bandwidth-bound: each step is a chunk's time on the node's link.
+  s.interNode = {10e-6, 1.25e9};
+  const double chunk = 64e6 / 64;
+  EXPECT_NEAR(ringCost(s, 64e6).seconds, 126 * chunk / 1.25e9, 1e-12);
+  // One rank per node: every hop crosses nodes.
+  ClusterShape flat = s;
+  flat.ranksPerNode = 1;
+  flat.nodes = 64;
+  EXPECT_NEAR(ringCost(flat, 0).seconds, 126 * 10e-6, 1e-12);
+}
+
 TEST(CostModel, ReductionTermSeparatesTheRingFromRecursiveDoublingOnTwoRanks) {
   // Two ranks, no latency: the same bytes on the wire; the ring reduces half the buffer, once,
   // recursive doubling the whole buffer.

@@ -14,7 +14,9 @@
 # Each point is allreduce_bench (float sum, out of place) with one warm-up and one timed call:
 # the simulation is deterministic, so one call is its time. Program buffers are SMPI shared
 # memory (smpi/auto-shared-malloc-thresh: every allocation of 64 KiB or more), so thousands of
-# ranks fit; the shim's own scratch stays per rank. Computation is not simulated
+# ranks fit; the shim's own scratch stays per rank. SMPI maps a shared buffer as copies of one
+# block: 64 MiB blocks (smpi/shared-malloc-blocksize) keep 1024 ranks of 64 MB within Linux's
+# 65530 mappings a process (with SMPI's 1 MiB they aborted). Computation is not simulated
 # (smpi/simulate-computation:no): the reduction's CPU time is excluded on both sides and the
 # figures are the network's alone (the reduction runs on GPUs at the seeds' scale). A failed
 # MPI_Test costs 1 us of simulated time (smpi/test, no growth), the order of a real one. Links
@@ -92,7 +94,8 @@ one() {
   local started; started=$(date +%s.%N)
   local cmd=("$root/tests/smpi/run_simulated.sh" --smpirun smpirun --platform "$xml" --np "$np"
              --ranks-per-host "$per_node" --time-limit 3600 "${envs[@]+"${envs[@]}"}" "${cfgs[@]}"
-             --cfg smpi/auto-shared-malloc-thresh:65536 -- "$program" -b "$bytes" -e "$bytes" -n 1 -w 1 -r 1)
+             --cfg smpi/auto-shared-malloc-thresh:65536 --cfg smpi/shared-malloc-blocksize:67108864
+             -- "$program" -b "$bytes" -e "$bytes" -n 1 -w 1 -r 1)
   local log
   log=$("${cmd[@]}" 2>&1) ||
     { echo "scale.sh: simulation failed: $np $size $side $algo" >&2; echo "$log" | tail -5 >&2; return 0; }

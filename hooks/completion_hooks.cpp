@@ -218,7 +218,7 @@ int waitHook(void* rawRequest, void* rawStatus) noexcept {
 // request nor fills a status; once every one is complete, one MPI_Testall completes them with
 // Waitall's statuses and errors. A poll of all of them (MPI_Testall) cost one test per request
 // every time the fused operations were progressed: a framework's Waitall over the 161 requests
-// of a ResNet-50 step made its 102 MB step 5.8x slower on simulated ranks, where a failed test
+// of a ResNet-50 step made its 102 MB step 6x slower on simulated ranks, where a failed test
 // costs 1 us (bench/RESULTS.md, "At scale, simulated (issue 19, second session)").
 int waitallHook(int count, void* rawRequests, void* rawStatuses) noexcept {
   auto* requests = static_cast<MPI_Request*>(rawRequests);

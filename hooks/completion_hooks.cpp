@@ -225,7 +225,7 @@ int waitallHook(int count, void* rawRequests, void* rawStatuses) noexcept {
   auto* statuses = static_cast<MPI_Status*>(rawStatuses);
   int seen = 0;
   return waitWhileFusing(
-      [&](bool* done) {
+      [&](bool* done) -> int {
         for (; seen < count; ++seen) {
           if (requests[seen] == MPI_REQUEST_NULL) continue;
           int complete = 0;
@@ -235,7 +235,7 @@ int waitallHook(int count, void* rawRequests, void* rawStatuses) noexcept {
           }
           if (!complete) {
             *done = false;
-            return static_cast<int>(MPI_SUCCESS);
+            return MPI_SUCCESS;
           }
         }
         int flag = 0;

@@ -24,9 +24,10 @@
 # a TCP cluster, which cut small messages' bandwidth by half and more) and cross traffic are off,
 # so both sides run on the network the platform file states. (These settings are
 # tests/smpi/run_simulated.sh's.) Every collective that is not the one measured (the barrier
-# before it, the shim's set-up) takes Open MPI's selection on both sides. The shim's auto is told that network: the platform's link
-# figures, no rendezvous handshake (GFSHIM_RENDEZVOUS_US=0, SimGrid models none) and a
-# reduction that costs nothing (GFSHIM_REDUCE_GBPS=1e9).
+# before it, the shim's set-up) takes Open MPI's selection on both sides. The shim's auto is
+# told that network: the platform's link figures, no rendezvous handshake
+# (GFSHIM_RENDEZVOUS_US=0, SimGrid models none) and a reduction that costs nothing
+# (GFSHIM_REDUCE_GBPS=1e9).
 #
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv),
 # then a markdown table of the points run now on stdout.
@@ -79,8 +80,7 @@ bytes_of() {
 one() {
   local np=$1 size=$2 side=$3 algo=$4
   local bytes; bytes=$(bytes_of "$size")
-  local program=$bench_dir/allreduce_bench_native envs=()
-  local cfgs=(--cfg smpi/coll-selector:ompi --cfg smpi/allreduce:ompi)
+  local program=$bench_dir/allreduce_bench_native envs=() cfgs=(--cfg smpi/allreduce:ompi)
   if [[ $side == shim ]]; then
     program=$bench_dir/allreduce_bench_shim
     envs=(--env "GFSHIM_ALGO=$algo" --env GFSHIM_DEBUG=INFO --env GFSHIM_DEBUG_SUBSYS=POLICY
@@ -89,11 +89,12 @@ one() {
           --env "GFSHIM_INTRA_GBPS=$intra_gbps" --env "GFSHIM_INTRA_LATENCY_US=$intra_us"
           --env GFSHIM_RENDEZVOUS_US=0 --env GFSHIM_REDUCE_GBPS=1e9)
   else
-    cfgs=(--cfg smpi/coll-selector:ompi --cfg "smpi/allreduce:$algo")
+    cfgs=(--cfg "smpi/allreduce:$algo")
   fi
   local started; started=$(date +%s.%N)
   local cmd=("$root/tests/smpi/run_simulated.sh" --smpirun smpirun --platform "$xml" --np "$np"
-             --ranks-per-host "$per_node" --time-limit 3600 "${envs[@]+"${envs[@]}"}" "${cfgs[@]}"
+             --ranks-per-host "$per_node" --time-limit 3600 "${envs[@]+"${envs[@]}"}"
+             --cfg smpi/coll-selector:ompi "${cfgs[@]}"
              --cfg smpi/auto-shared-malloc-thresh:65536 --cfg smpi/shared-malloc-blocksize:67108864
              -- "$program" -b "$bytes" -e "$bytes" -n 1 -w 1 -r 1)
   local log

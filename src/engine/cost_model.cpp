@@ -28,6 +28,20 @@ double stepSeconds(const ClusterShape& shape, double bytes) {
   return seconds;
 }
 
+// One step of a flat ring moving `chunk` bytes per rank (see ringCost): where nodes hold several
+// ranks, the longer of the mean hop around the ring and a chunk's time on the slowest link;
+// otherwise every hop is on one link class.
+double ringStepSeconds(const ClusterShape& shape, double chunk) {
+  if (shape.nodes == 1 || shape.ranksPerNode == 1) return stepSeconds(shape, chunk);
+  const double x = static_cast<double>(shape.ranksPerNode);
+  const double meanHop = (messageSeconds(shape, shape.interNode, chunk) +
+                          (x - 1) * messageSeconds(shape, shape.intraNode, chunk)) /
+                         x;
+  const double wire = std::max(chunk / shape.interNode.bytesPerSecond,
+                               chunk / shape.intraNode.bytesPerSecond);
+  return std::max(meanHop, wire);
+}
+
 }  // namespace
 
 // A ring laid out node by node is a pipeline, not a sequence of lock-step steps: a rank sends
@@ -41,16 +55,7 @@ AlgorithmCost ringCost(const ClusterShape& shape, double bytes) {
   AlgorithmCost cost;
   cost.latencySteps = 2 * (p - 1);
   const double chunk = bytes / static_cast<double>(p);
-  double step = stepSeconds(shape, chunk);
-  if (shape.nodes > 1 && shape.ranksPerNode > 1) {
-    const double x = static_cast<double>(shape.ranksPerNode);
-    const double meanHop = (messageSeconds(shape, shape.interNode, chunk) +
-                            (x - 1) * messageSeconds(shape, shape.intraNode, chunk)) /
-                           x;
-    const double wire = std::max(chunk / shape.interNode.bytesPerSecond,
-                                 chunk / shape.intraNode.bytesPerSecond);
-    step = std::max(meanHop, wire);
-  }
+  const double step = ringStepSeconds(shape, chunk);
   cost.seconds = static_cast<double>(cost.latencySteps) * step +
                  static_cast<double>(p - 1) * chunk / shape.reduceBytesPerSecond;
   return cost;

@@ -5,7 +5,9 @@
  * operations, then goes on; at operation KILL_AT the victim rank starts a helper thread that
  * sleeps FRACTION of the median warm-up time and then raises SIGKILL, but only while the victim
  * is inside an operation (if it is between two at that moment, the thread waits until it has
- * been inside the next one for 1 ms). From operation KILL_AT on, every rank prints when it
+ * been inside the next one for 1 ms). Every rank announces operation KILL_AT and then meets the
+ * others in an MPI_Barrier before starting it, so no peer can still be in an earlier operation
+ * when the victim's clock starts. From operation KILL_AT on, every rank prints when it
  * entered and returned from each operation (CLOCK_REALTIME seconds), and the victim prints when
  * it killed itself and in which operation, so a test can check that every rank was inside an
  * allreduce when the victim died.
@@ -136,6 +138,11 @@ int main(int argc, char** argv) {
              op, realNow(), timed ? times[timed / 2] * 1e3 : 0.0);
       fflush(stdout);
     }
+    /* Every peer has announced operation KILL_AT before the victim starts its clock: without this
+     * barrier a loaded machine let the victim (done early with operation KILL_AT-1, as a ring
+     * allows) die before a descheduled peer had printed its entry, and the kill could not be
+     * shown to have happened while the peers waited for it. */
+    if (op == killAt) MPI_Barrier(MPI_COMM_WORLD);
     const double start = monoNow();
     atomic_store(&enteredAt, start);
     atomic_store(&insideOp, op);

@@ -5,8 +5,8 @@
 #     peer was waiting for the victim's data: inside an operation (its last "entered"/"returned"
 #     line before the kill is an "entered"), or already returned from the victim's operation (a
 #     ring lets the others finish before the victim's last receive) and so about to block in the
-#     next, which the victim never enters; every rank's state at the kill is printed (on this
-#     oversubscribed machine a descheduled peer may still be between two earlier operations);
+#     next, which the victim never enters; every rank's state at the kill is printed (the program
+#     makes every rank announce the kill operation before the victim's clock starts);
 #   - the time from the SIGKILL to the end of the job, printed as "kill-to-exit: S s", is at most
 #     BOUND seconds.
 # usage: rank_killed_test.sh BOUND RUN_WITH_SHIM [run_with_shim.sh arguments, with --np N]

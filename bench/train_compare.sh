@@ -4,7 +4,8 @@
 # samples/s, speedup over native, final test accuracy, bytes on the wire, weights identical.
 #
 #   bench/train_compare.sh [--cluster NxR [--rate 1gbit] | --np P] [--modes "native exact fp16 csc0.1"]
-#                          [--program cpp|python] [--csc-warmup CALLS] [--csc-chunk ELEMENTS] [--keep DIR] -- [TRAINING ARGS]
+#                          [--program cpp|python] [--csc-warmup CALLS] [--csc-chunk ELEMENTS]
+#                          [--csc-momentum M] [--keep DIR] -- [TRAINING ARGS]
 #
 # --cluster 4x2 runs on the emulated cluster (bench/emulated_cluster.sh: 4 namespaces "nodes" x 2
 # ranks, rate-limited links; needs root and network namespaces); "bytes between nodes" is then
@@ -12,11 +13,16 @@
 # machine's shared memory instead (no network: the shim's gains there are not a cluster's).
 # Without the cluster there is no wire to count ("-"; the shim's stats still say what it sent).
 # Modes: native (no shim), exact (the shim, exact), fp16, bf16, cscD (CSC density D, with 2
-# warm-up calls per buffer, or --csc-warmup; chunks of --csc-chunk elements, default 4K), cscD+fp16. Each shim run's GFSHIM STATS report is printed after the
-# table.
+# warm-up calls per buffer, or --csc-warmup; chunks of --csc-chunk elements, default 4K), and
+# cscD with suffixes: +fp16 or +bf16 (16 bits on the wire too), +mc (DGC momentum correction:
+# GFSHIM_CSC_MOMENTUM=M, --csc-momentum, default 0.9, the examples' SGD momentum; the shim hands
+# back gradients and the program's momentum optimizer stays as it is), +mcu (the same correction
+# handing back the update, GFSHIM_CSC_MOMENTUM_OUTPUT=update, and the program run with
+# --momentum 0: plain SGD). Each shim run's GFSHIM STATS report is printed after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster="" rate=1gbit np=4 modes="native exact fp16 csc0.1" program=cpp keep="" csc_warmup=2 csc_chunk=4K
+csc_momentum=0.9
 while [[ $# -gt 0 ]]; do
   case $1 in
     --cluster) cluster=$2; shift 2 ;;
@@ -27,6 +33,7 @@ while [[ $# -gt 0 ]]; do
     --keep) keep=$2; shift 2 ;;
     --csc-warmup) csc_warmup=$2; shift 2 ;;
     --csc-chunk) csc_chunk=$2; shift 2 ;;
+    --csc-momentum) csc_momentum=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "train_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -62,13 +69,25 @@ switch_bytes() {
 }
 
 run_mode() {  # mode -> $work/mode.log
-  local mode=$1 envs=()
+  local mode=$1 envs=() extra=()
   case $mode in
     native) ;;
     exact) envs=(GFSHIM_STATS=1) ;;
     fp16|bf16) envs=(GFSHIM_STATS=1 "GFSHIM_COMPRESS=$mode") ;;
-    csc*+*) local d=${mode#csc}; envs=(GFSHIM_STATS=1 "GFSHIM_CSC_DENSITY=${d%+*}" "GFSHIM_COMPRESS=${d#*+}" "GFSHIM_CSC_WARMUP_CALLS=$csc_warmup" "GFSHIM_CSC_CHUNK=$csc_chunk") ;;
-    csc*) envs=(GFSHIM_STATS=1 "GFSHIM_CSC_DENSITY=${mode#csc}" "GFSHIM_CSC_WARMUP_CALLS=$csc_warmup" "GFSHIM_CSC_CHUNK=$csc_chunk") ;;
+    csc*)
+      local parts suffix
+      IFS=+ read -ra parts <<<"${mode#csc}"
+      envs=(GFSHIM_STATS=1 "GFSHIM_CSC_DENSITY=${parts[0]}" "GFSHIM_CSC_WARMUP_CALLS=$csc_warmup"
+            "GFSHIM_CSC_CHUNK=$csc_chunk")
+      for suffix in "${parts[@]:1}"; do
+        case $suffix in
+          fp16|bf16) envs+=("GFSHIM_COMPRESS=$suffix") ;;
+          mc) envs+=("GFSHIM_CSC_MOMENTUM=$csc_momentum" GFSHIM_CSC_MOMENTUM_OUTPUT=gradient) ;;
+          mcu) envs+=("GFSHIM_CSC_MOMENTUM=$csc_momentum" GFSHIM_CSC_MOMENTUM_OUTPUT=update)
+               extra=(--momentum 0) ;;
+          *) echo "train_compare.sh: unknown mode suffix +$suffix in $mode" >&2; exit 2 ;;
+        esac
+      done ;;
     *) echo "train_compare.sh: unknown mode $mode" >&2; exit 2 ;;
   esac
   [[ $mode != native ]] && envs+=("LD_PRELOAD=$root/build/libgfshim.so")
@@ -77,13 +96,13 @@ run_mode() {  # mode -> $work/mode.log
   local before=0 after=0
   if [[ -n $cluster ]]; then
     before=$(switch_bytes)
-    env "${envs[@]}" OMP_NUM_THREADS=1 "$emulated" run --ppn "$ppn" -- "${cmd[@]}" > "$work/$mode.log" 2>&1
+    env "${envs[@]}" OMP_NUM_THREADS=1 "$emulated" run --ppn "$ppn" -- "${cmd[@]}" "${extra[@]}" > "$work/$mode.log" 2>&1
     after=$(switch_bytes)
   else
     local forward=()
     for e in "${envs[@]}" OMP_NUM_THREADS=1; do forward+=(-x "$e"); done
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-      mpirun.openmpi -np "$np" --bind-to none "${forward[@]}" "${cmd[@]}" > "$work/$mode.log" 2>&1
+      mpirun.openmpi -np "$np" --bind-to none "${forward[@]}" "${cmd[@]}" "${extra[@]}" > "$work/$mode.log" 2>&1
   fi
   echo $((after - before)) > "$work/$mode.wire"
 }

@@ -1030,6 +1030,10 @@ class NcclGroup::DeviceCsc final : public CscBackend {
   Status allreduceDense(size_t count) override {
     return group_.enqueueDenseLossy(call_, send_, recv_, count, record_);
   }
+  // Never called: a GpuCall carries no momentum (the engine stages GPU buffers under momentum
+  // correction, Engine::voteFor), so runCscSteps' shape.momentum is 0 here.
+  Status allreduceDenseCorrected(const CscShape&) override { return noMomentum(); }
+  Status momentumToGradient(const CscShape&) override { return noMomentum(); }
   Status addAndNorms(const CscShape& shape) override {
     GFSHIM_KERNEL_RETURN_IF_ERROR(
         "addAndChunkL1NormsDevice",
@@ -1097,6 +1101,10 @@ class NcclGroup::DeviceCsc final : public CscBackend {
   void resetResidual() override {}
 
  private:
+  static Status noMomentum() {
+    return Status::error(StatusCode::kInternal, "no momentum correction on the NCCL path");
+  }
+
   NcclGroup& group_;
   const GpuCall& call_;
   GpuCallRecord* record_;

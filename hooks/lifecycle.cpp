@@ -213,6 +213,14 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
                 "the MPI did not provide on every rank");
   }
 
+  if (rt.worldRank == 0) {
+    for (const std::string& problem : lossySettingProblems(rt.settings)) {
+      GFSHIM_WARN(kConfig, "%s", problem.c_str());
+    }
+    const std::string momentum = momentumNote(rt.settings);
+    if (!momentum.empty()) GFSHIM_INFO(kInit, "%s", momentum.c_str());
+  }
+
   if (!rt.paramsAgree || !problemsAgree) {
     int64_t root[2] = {plan, problems};
     PMPI_Bcast(root, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
@@ -367,7 +375,9 @@ void reportStats(Runtime& rt) {
               MPI_SUM, 0, MPI_COMM_WORLD);
   PMPI_Reduce(local.gpu, summed.gpu, kGpuPathCount * 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rt.worldRank == 0) {
-    const std::string report = formatStatsReport(summed, rt.worldSize);
+    std::string report = formatStatsReport(summed, rt.worldSize);
+    const std::string momentum = momentumNote(rt.settings);
+    if (!momentum.empty()) report += "GFSHIM STATS lossy " + momentum + "\n";
     std::fwrite(report.data(), 1, report.size(), stderr);
     std::fflush(stderr);
   }

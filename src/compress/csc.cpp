@@ -53,6 +53,30 @@ float addAndChunkNorm(float* __restrict residual, const float* __restrict send, 
   return foldLanes(lanes);
 }
 
+// addAndChunkNorm under momentum correction: velocity = m velocity + send; residual += velocity.
+float momentumAddAndChunkNorm(float* __restrict residual, float* __restrict velocity,
+                              const float* __restrict send, size_t n, float m) {
+  float lanes[kNormLanes] = {};
+  size_t i = 0;
+  for (; i + kNormLanes <= n; i += kNormLanes) {
+    for (size_t j = 0; j < kNormLanes; ++j) {
+      const float u = m * velocity[i + j] + send[i + j];
+      velocity[i + j] = u;
+      const float v = residual[i + j] + u;
+      residual[i + j] = v;
+      lanes[j] += std::fabs(v);
+    }
+  }
+  for (size_t j = 0; i + j < n; ++j) {
+    const float u = m * velocity[i + j] + send[i + j];
+    velocity[i + j] = u;
+    const float v = residual[i + j] + u;
+    residual[i + j] = v;
+    lanes[j] += std::fabs(v);
+  }
+  return foldLanes(lanes);
+}
+
 // Strict total order of chunks by importance: NaN norms first (by index), then norms
 // descending, equal norms by index. Identical norms on every rank give identical selections.
 struct MoreImportant {
@@ -105,6 +129,34 @@ void addAndChunkL1Norms(float* residual, const float* send, size_t count, size_t
     const size_t offset = c * chunkElements;
     norms[c] =
         addAndChunkNorm(residual + offset, send + offset, cscChunkLength(count, chunkElements, c));
+  }
+}
+
+void momentumAddAndChunkL1Norms(float* residual, float* velocity, const float* send, size_t count,
+                                size_t chunkElements, float momentum, float* norms) {
+  const size_t chunks = cscChunkCount(count, chunkElements);
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t offset = c * chunkElements;
+    norms[c] = momentumAddAndChunkNorm(residual + offset, velocity + offset, send + offset,
+                                       cscChunkLength(count, chunkElements, c), momentum);
+  }
+}
+
+void momentumAccumulate(float* __restrict residual, float* __restrict velocity,
+                        const float* __restrict send, size_t count, float momentum) {
+  for (size_t i = 0; i < count; ++i) {
+    const float u = momentum * velocity[i] + send[i];
+    velocity[i] = u;
+    residual[i] += u;
+  }
+}
+
+void momentumToGradient(float* __restrict recv, float* __restrict delivered, size_t count,
+                        float momentum) {
+  for (size_t i = 0; i < count; ++i) {
+    const float d = recv[i];
+    recv[i] = d - momentum * delivered[i];
+    delivered[i] = d;
   }
 }
 
@@ -177,8 +229,21 @@ CscResidual* CscResidualStore::findOrCreate(uint64_t commId, uintptr_t address, 
   CscResidual entry;
   entry.values.reset(new (std::nothrow) float[count]());
   if (!entry.values) return nullptr;
+  if (arrays_ >= 2) {
+    entry.velocity.reset(new (std::nothrow) float[count]());
+    if (!entry.velocity) return nullptr;
+  }
+  if (arrays_ >= 3) {
+    entry.delivered.reset(new (std::nothrow) float[count]());
+    if (!entry.delivered) return nullptr;
+  }
   entry.count = count;
   return book_.add(key, std::move(entry));
+}
+
+int cscArraysPerElement(const CscParams& params) {
+  if (!(params.momentum > 0)) return 1;
+  return params.momentumOutput == CscMomentumOutput::kGradient ? 3 : 2;
 }
 
 void CscResidualStore::dropComm(uint64_t commId) {
@@ -226,7 +291,20 @@ class HostCscBackend final : public CscBackend {
   Status allreduceDense(size_t count) override {
     return dense_.allreduceValues(send_, recv_, count);
   }
+  Status allreduceDenseCorrected(const CscShape& shape) override {
+    GFSHIM_RETURN_IF_ERROR(momentumState(shape));
+    momentumAccumulate(entry_->data(), entry_->velocity.get(), send_, shape.count, shape.momentum);
+    GFSHIM_RETURN_IF_ERROR(dense_.allreduceValues(entry_->data(), recv_, shape.count));
+    std::fill(entry_->data(), entry_->data() + shape.count, 0.0f);
+    return Status::ok();
+  }
   Status addAndNorms(const CscShape& shape) override {
+    if (shape.momentum > 0) {
+      GFSHIM_RETURN_IF_ERROR(momentumState(shape));
+      momentumAddAndChunkL1Norms(entry_->data(), entry_->velocity.get(), send_, shape.count,
+                                 shape.chunkElements, shape.momentum, norms_);
+      return Status::ok();
+    }
     addAndChunkL1Norms(entry_->data(), send_, shape.count, shape.chunkElements, norms_);
     return Status::ok();
   }
@@ -249,11 +327,24 @@ class HostCscBackend final : public CscBackend {
     const uint32_t* selected = scratch_.selected.data();
     cscUnpack(packed_, shape.count, shape.chunkElements, selected, shape.selected, recv_);
     cscClearChunks(entry_->data(), shape.count, shape.chunkElements, selected, shape.selected);
+    if (shape.momentum > 0) {
+      cscClearChunks(entry_->velocity.get(), shape.count, shape.chunkElements, selected,
+                     shape.selected);
+    }
+    return Status::ok();
+  }
+  Status momentumToGradient(const CscShape& shape) override {
+    if (!entry_->delivered) {
+      return Status::error(StatusCode::kInternal, "CSC residual entry without its delivered values");
+    }
+    gfshim::momentumToGradient(recv_, entry_->delivered.get(), shape.count, shape.momentum);
     return Status::ok();
   }
   Status finish(bool) override { return Status::ok(); }
   void resetResidual() override {
-    std::fill(entry_->values.get(), entry_->values.get() + entry_->count, 0.0f);
+    for (float* values : {entry_->values.get(), entry_->velocity.get(), entry_->delivered.get()}) {
+      if (values != nullptr) std::fill(values, values + entry_->count, 0.0f);
+    }
   }
 
  private:
@@ -262,6 +353,14 @@ class HostCscBackend final : public CscBackend {
   float* recv_;
   CscDense& dense_;
   CscScratch& scratch_;
+
+  Status momentumState(const CscShape&) const {
+    if (!entry_->velocity) {
+      return Status::error(StatusCode::kInternal, "CSC residual entry without its velocity");
+    }
+    return Status::ok();
+  }
+
   float* norms_ = nullptr;
   float* packed_ = nullptr;
 };

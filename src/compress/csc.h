@@ -30,6 +30,21 @@
 // compress/csc_steps.h's runCscSteps, which the NCCL plugin runs too over device memory;
 // cscAllreduce below supplies its host-memory primitives.
 //
+// Momentum correction (DGC, Lin et al., ICLR 2018; CscParams::momentum = m > 0). A residual
+// deferred before the optimizer's momentum is amplified by it when it is finally delivered, so
+// the entry also keeps a velocity u and the residual becomes DGC's accumulation v:
+//
+//   1'. u = m u + send; v += u; norms[c] = sum |v| over chunk c
+//   6'. as 6, and u = 0 at the selected chunks too (momentum factor masking)
+//   dense calls with an entry: u = m u + send; v += u; v whole to recv; v = 0 (momentum SGD)
+//
+// The sum D over ranks of what is sent is the momentum-corrected update, to be applied by plain
+// SGD (CscMomentumOutput::kUpdate). For an application that keeps its own momentum-SGD optimizer
+// with the same m (kGradient), recv = D - m * D_prev instead, where D_prev is the previous call's
+// D, kept per entry: the optimizer's velocity then equals D at every step (velocity = m D_prev
+// + D - m D_prev), so it applies DGC's update; a dense call without momentum state hands back the
+// plain sum, which the optimizer's own momentum turns into momentum SGD.
+//
 // Preconditions: identical (count, params) on all ranks; send and recv the same pointer (in
 // place) or disjoint; the dense callbacks are collective and give every rank the same bits.
 //
@@ -49,6 +64,7 @@
 #include "algo/workspace.h"
 #include "common/status.h"
 #include "compress/csc_residual_book.h"
+#include "config/config.h"
 
 namespace gfshim {
 
@@ -61,6 +77,8 @@ struct CscParams {
   double density = 0.01;  // fraction of chunks sent per call, (0, 1]
   size_t chunkElements = kCscDefaultChunkElements;
   int64_t warmupCalls = 0;  // dense calls per residual entry before sparsity
+  float momentum = 0;       // momentum correction (see above); 0 = off, else in (0, 1)
+  CscMomentumOutput momentumOutput = CscMomentumOutput::kUpdate;
 };
 
 // ---- Pure building blocks --------------------------------------------------------------------
@@ -91,6 +109,17 @@ void selectTopChunks(const float* norms, size_t chunks, size_t k, std::vector<ui
 // elements written.
 size_t cscPack(const float* data, size_t count, size_t chunkElements, const uint32_t* selected,
                size_t selectedCount, float* packed);
+// Momentum correction, step 1': velocity = m * velocity + send; residual += velocity; norms as
+// chunkL1Norms(residual) afterwards (the same bits), in one pass. `send` must not overlap the
+// others.
+void momentumAddAndChunkL1Norms(float* residual, float* velocity, const float* send, size_t count,
+                                size_t chunkElements, float momentum, float* norms);
+// The same accumulation without norms (a dense call with momentum correction).
+void momentumAccumulate(float* residual, float* velocity, const float* send, size_t count,
+                        float momentum);
+// CscMomentumOutput::kGradient: d = recv[i]; recv[i] = d - m * delivered[i]; delivered[i] = d.
+void momentumToGradient(float* recv, float* delivered, size_t count, float momentum);
+
 // Writes `summed` (as cscPack laid it out) into the selected chunks of `recv`, 0 everywhere else;
 // `summed` must not overlap `recv`. Returns the number of elements read from `summed`.
 size_t cscUnpack(const float* summed, size_t count, size_t chunkElements, const uint32_t* selected,
@@ -101,11 +130,17 @@ void cscClearChunks(float* data, size_t count, size_t chunkElements, const uint3
 
 // ---- Residuals ---------------------------------------------------------------------------------
 
-// One buffer's undelivered gradient and warm-up counter.
+// One buffer's undelivered gradient and warm-up counter; with momentum correction also its
+// velocity u and, for CscMomentumOutput::kGradient, what the last call delivered.
 struct CscResidual {
-  std::unique_ptr<float[]> values;  // `count` floats, zero when created
+  std::unique_ptr<float[]> values;     // `count` floats, zero when created (v under momentum)
+  std::unique_ptr<float[]> velocity;   // `count` floats or null (no momentum correction)
+  std::unique_ptr<float[]> delivered;  // `count` floats or null (not kGradient)
   size_t count = 0;
   int64_t callsSeen = 0;
+  // The caller's label of the call that filled `delivered` (0: none yet), so that ranks can
+  // check that they hand back against the same delivery (engine/lossy_allreduce.cpp).
+  uint64_t deliveredStamp = 0;
   float* data() { return values.get(); }
 };
 
@@ -116,7 +151,10 @@ struct CscResidual {
 // thread-safe: one store per communicator or a lock in the caller.
 class CscResidualStore {
  public:
-  explicit CscResidualStore(size_t capBytes) : book_(capBytes) {}
+  // `arrays`: floats kept per element, 1 (the residual), 2 (and the velocity) or 3 (and what was
+  // delivered), as cscArraysPerElement says for the params.
+  explicit CscResidualStore(size_t capBytes, int arrays = 1)
+      : book_(capBytes, static_cast<size_t>(arrays) * sizeof(float)), arrays_(arrays) {}
 
   // The entry for the key, created zeroed if absent; nullptr when a new entry would take the
   // bytes held past the cap (or allocation fails), in which case the call runs dense.
@@ -131,7 +169,12 @@ class CscResidualStore {
  private:
   using Key = std::pair<uint64_t, uintptr_t>;
   CscResidualBook<Key, CscResidual> book_;
+  int arrays_;
 };
+
+// The floats a residual entry keeps per element under `params`: 1, 2 with momentum correction, 3
+// when it also hands back the optimizer's gradient.
+int cscArraysPerElement(const CscParams& params);
 
 // ---- The composed call ---------------------------------------------------------------------
 
@@ -171,6 +214,7 @@ struct CscOutcome {
   size_t selectedChunks = 0;  // 0 for dense calls
   size_t elementsSent = 0;    // values through allreduceValues (count for dense calls)
   size_t normsSent = 0;       // floats through allreduceNorms
+  bool momentumCorrected = false;  // momentum correction ran (the call had a residual entry)
 };
 
 // recv = CSC SUM allreduce of send (see the top of this file) in host memory: runCscSteps over

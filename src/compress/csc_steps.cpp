@@ -13,6 +13,9 @@ Status checkParams(const CscParams& params) {
   if (!(params.density > 0.0 && params.density <= 1.0)) {
     return Status::error(StatusCode::kInvalidArgument, "CSC density must be in (0, 1]");
   }
+  if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) {
+    return Status::error(StatusCode::kInvalidArgument, "CSC momentum must be in [0, 1)");
+  }
   return Status::ok();
 }
 
@@ -68,6 +71,7 @@ Status runCscSteps(const CscParams& params, size_t count, CscBackend& backend,
   shape.count = count;
   shape.chunkElements = params.chunkElements;
   shape.chunks = cscChunkCount(count, params.chunkElements);
+  shape.momentum = callsSeen != nullptr ? params.momentum : 0.0f;
   CscMode local = CscMode::kSparse;
   GFSHIM_RETURN_IF_ERROR(localMode(params, callsSeen, backend, &shape, &local));
 
@@ -92,7 +96,8 @@ Status runCscSteps(const CscParams& params, size_t count, CscBackend& backend,
   if (!sparse) {
     result.mode = local != CscMode::kSparse ? local : CscMode::kDenseByPeer;
     result.elementsSent = count;
-    status = backend.allreduceDense(count);
+    status = shape.momentum > 0 ? backend.allreduceDenseCorrected(shape)
+                                : backend.allreduceDense(count);
   } else {
     result.mode = CscMode::kSparse;
     result.chunks = shape.chunks;
@@ -102,6 +107,10 @@ Status runCscSteps(const CscParams& params, size_t count, CscBackend& backend,
       status = sparseSteps(shape, backend, &result.elementsSent);
     }
   }
+  if (status.isOk() && shape.momentum > 0 &&
+      params.momentumOutput == CscMomentumOutput::kGradient) {
+    status = backend.momentumToGradient(shape);
+  }
   if (status.isOk()) status = backend.finish(sparse);
   if (callsSeen == nullptr) return status;
   if (!status.isOk()) {
@@ -110,6 +119,7 @@ Status runCscSteps(const CscParams& params, size_t count, CscBackend& backend,
     return status;
   }
   ++*callsSeen;
+  result.momentumCorrected = shape.momentum > 0;
   return Status::ok();
 }
 

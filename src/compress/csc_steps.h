@@ -5,7 +5,7 @@
 // CscOutcome; a CscBackend supplies the primitives and owns the buffers (the call's send and
 // recv, its residual, the scratch). Includes nothing of MPI or CUDA.
 //
-//   check     params (density, chunk size): an error sends nothing
+//   check     params (density, chunk size, momentum): an error sends nothing
 //   local     everything that can fail on one rank alone, before the first collective:
 //               reserveDense    the dense form's scratch; out of memory -> cannot run
 //               findResidual    the entry; none (cap, allocation)       -> dense
@@ -16,8 +16,13 @@
 //             call dense everywhere, one that cannot run it at all makes it decline everywhere
 //   declined  nothing more is sent: every rank's call fails alike (kOutOfMemory) and the caller
 //             may run it another way
-//   dense     allreduceDense: send whole into recv; the residual stays as it is
+//   dense     allreduceDense: send whole into recv; the residual stays as it is. With momentum
+//             correction and an entry, allreduceDenseCorrected: the velocity and residual take
+//             send in, the residual goes whole into recv and is cleared
 //   sparse    addAndNorms, allreduceNorms, selectTop, pack, allreducePacked, unpackAndClear
+//             (with momentum correction they update and mask the velocity too)
+//   output    momentum correction with CscMomentumOutput::kGradient and an entry:
+//             momentumToGradient
 //   finish    the backend's queued work completes; the entry counts the call
 //
 // A failure after the agreement resets the entry (counter 0, values by resetResidual): the ranks
@@ -42,6 +47,7 @@ struct CscShape {
   size_t chunks = 0;         // cscChunkCount(count, chunkElements), < 2^32 when sparse
   size_t selected = 0;       // chunks sent by a sparse call, cscSelectedCount
   size_t maxPacked = 0;      // the packed values at most: min(count, selected * chunkElements)
+  float momentum = 0;        // CscParams::momentum where the call has a residual entry, else 0
 };
 
 // The primitives of one call. Each step's inputs are the earlier steps' outputs, kept by the
@@ -65,8 +71,12 @@ class CscBackend {
   virtual Status agree(CscReadiness mine, CscReadiness* agreed) = 0;
   // recv = the dense SUM of send over the ranks (the dense step, possibly 16 bits on the wire).
   virtual Status allreduceDense(size_t count) = 0;
-  // residual += send, and the residual's chunk L1 norms (addAndChunkL1Norms). Send is consumed
-  // here: recv may alias it from now on.
+  // Momentum correction with an entry: velocity and residual take send in (momentumAccumulate),
+  // then recv = the residual summed over the ranks, and the residual = 0.
+  virtual Status allreduceDenseCorrected(const CscShape& shape) = 0;
+  // residual += send, and the residual's chunk L1 norms (addAndChunkL1Norms; with
+  // shape.momentum, momentumAddAndChunkL1Norms). Send is consumed here: recv may alias it from
+  // now on.
   virtual Status addAndNorms(const CscShape& shape) = 0;
   // The norms summed over the ranks exactly: identical bits on every rank.
   virtual Status allreduceNorms(const CscShape& shape) = 0;
@@ -78,8 +88,10 @@ class CscBackend {
   // The packed values summed over the ranks (the dense step, possibly 16 bits on the wire).
   virtual Status allreducePacked(size_t packedCount) = 0;
   // recv = the sums in the selected chunks, 0 elsewhere (cscUnpack); the selected chunks of the
-  // residual = 0 (cscClearChunks).
+  // residual = 0 (cscClearChunks), and of the velocity with shape.momentum (factor masking).
   virtual Status unpackAndClear(const CscShape& shape) = 0;
+  // recv = what the optimizer's own momentum turns into the delivered update (momentumToGradient).
+  virtual Status momentumToGradient(const CscShape& shape) = 0;
   // The call's work is complete (a device backend waits for its stream); `sparse` as agreed.
   virtual Status finish(bool sparse) = 0;
   // After a failure past the agreement: the residual's values to zero, as far as they matter.

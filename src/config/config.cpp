@@ -58,6 +58,13 @@ std::vector<std::string> split(const std::string& s, char separator) {
   return parts;
 }
 
+// "MIN..MAX" as {MIN, MAX}; a bound may hold a decimal point (0..0.9999).
+std::vector<std::string> rangeBounds(const std::string& accepted) {
+  const size_t dots = accepted.find("..");
+  if (dots == std::string::npos) return {trim(accepted)};
+  return {trim(accepted.substr(0, dots)), trim(accepted.substr(dots + 2))};
+}
+
 std::string joinChoices(const char* accepted) {
   std::string out;
   for (const std::string& choice : split(accepted, '|')) {
@@ -242,7 +249,7 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
       return true;
     case ParamType::kSize:
     case ParamType::kCount: {
-      const std::vector<std::string> bounds = split(spec.accepted, '.');
+      const std::vector<std::string> bounds = rangeBounds(spec.accepted);
       uint64_t low = 0, high = UINT64_MAX;
       std::string ignored;
       parseByteCount(bounds.front(), &low, &ignored);
@@ -265,7 +272,7 @@ bool parseParamValue(const ParamSpec& spec, const std::string& text, ParamValue*
       return true;
     }
     case ParamType::kDecimal: {
-      const std::vector<std::string> bounds = split(spec.accepted, '.');
+      const std::vector<std::string> bounds = rangeBounds(spec.accepted);
       const double low = std::strtod(bounds.front().c_str(), nullptr);
       const double high = std::strtod(bounds.back().c_str(), nullptr);
       const std::string range =

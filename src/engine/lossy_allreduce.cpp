@@ -131,6 +131,14 @@ class EngineCscDense : public CscDense {
   LossyState& state_;
 };
 
+// The arrays an entry keeps beside its residual (compress/csc.h, CscResidual).
+template <typename Visit>
+void forEachArray(CscResidual& a, CscResidual& b, Visit visit) {
+  visit(a.values, b.values);
+  visit(a.velocity, b.velocity);
+  visit(a.delivered, b.delivered);
+}
+
 // The residual of the call: the key's own entry, or the operations' entries gathered into the
 // state's bucket residual (nullptr when any of them is refused by the memory cap).
 CscResidual* residualFor(const std::vector<ResidualKey>& keys, size_t count, LossyState& state,
@@ -152,33 +160,127 @@ CscResidual* residualFor(const std::vector<ResidualKey>& keys, size_t count, Los
   }
   if (parts->size() == 1) return parts->front();
   CscResidual& bucket = state.bucketResidual;
-  if (bucket.count < count || !bucket.values) {
-    bucket.values.reset(new (std::nothrow) float[count]);
-    if (!bucket.values) return nullptr;
+  bool allocated = true;
+  forEachArray(bucket, *parts->front(), [&](std::unique_ptr<float[]>& whole,
+                                            const std::unique_ptr<float[]>& part) {
+    if (!part) {
+      whole.reset();
+    } else if (bucket.count < count || !whole) {
+      whole.reset(new (std::nothrow) float[count]);
+      allocated = allocated && whole != nullptr;
+    }
+  });
+  if (!allocated) {
+    bucket = CscResidual{};
+    return nullptr;
   }
   bucket.count = count;
   bucket.callsSeen = INT64_MAX;
   size_t offset = 0;
   for (CscResidual* part : *parts) {
-    std::memcpy(bucket.data() + offset, part->data(), part->count * sizeof(float));
+    forEachArray(bucket, *part, [&](std::unique_ptr<float[]>& whole,
+                                    const std::unique_ptr<float[]>& values) {
+      if (whole) std::memcpy(whole.get() + offset, values.get(), part->count * sizeof(float));
+    });
     offset += part->count;
     bucket.callsSeen = std::min(bucket.callsSeen, part->callsSeen);
   }
   return &bucket;
 }
 
-void scatterResidual(const CscResidual& bucket, int64_t callsBefore,
+void scatterResidual(CscResidual& bucket, int64_t callsBefore,
                      const std::vector<CscResidual*>& parts) {
   const bool counted = bucket.callsSeen > callsBefore;
   size_t offset = 0;
   for (CscResidual* part : parts) {
-    std::memcpy(part->data(), bucket.values.get() + offset, part->count * sizeof(float));
+    forEachArray(bucket, *part, [&](std::unique_ptr<float[]>& whole,
+                                    std::unique_ptr<float[]>& values) {
+      if (whole) std::memcpy(values.get(), whole.get() + offset, part->count * sizeof(float));
+    });
     offset += part->count;
     if (counted) ++part->callsSeen;
   }
 }
 
+uint64_t mixStamp(uint64_t hash, uint64_t value) {
+  hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+  return hash;
+}
+
+// The gradient output's agreement (see lossy_allreduce.h): every rank's entries last delivered in
+// the same call, or every rank forgets what they delivered.
+Status agreeOnDelivered(const std::vector<CscResidual*>& parts, CscResidual& residual,
+                        const LossyTarget& target, LossyState& state) {
+  uint64_t stamps = 0;
+  for (const CscResidual* part : parts) stamps = mixStamp(stamps, part->deliveredStamp);
+  bool equal = false;
+  GFSHIM_RETURN_IF_ERROR(target.agreeEqual(stamps, &equal));
+  if (equal) return Status::ok();
+  std::fill(residual.delivered.get(), residual.delivered.get() + residual.count, 0.0f);
+  if (!state.deliveredWarned) {
+    GFSHIM_WARN(kEngine,
+                "GFSHIM_CSC_MOMENTUM_OUTPUT=gradient: the ranks reduced different buffers (or a new "
+                "one) for the same gradient; every rank hands back this call's update whole, without "
+                "subtracting the last one (said once)");
+    state.deliveredWarned = true;
+  }
+  return Status::ok();
+}
+
+void stampDelivered(const std::vector<CscResidual*>& parts, uint64_t call, bool ok) {
+  for (size_t k = 0; k < parts.size(); ++k) {
+    parts[k]->deliveredStamp = ok ? mixStamp(mixStamp(0, call), k + 1) : 0;
+  }
+}
+
+// The input of a sparse call with GFSHIM_CSC_CLIP: each key's part scaled to its limit, in the
+// state's scratch; `send` itself when no part needs scaling. nullptr: out of memory.
+const float* clippedInput(const Settings& settings, int ranks, const float* send, size_t count,
+                          const std::vector<ResidualKey>& keys, LossyState& state) {
+  if (!(settings.cscClip > 0)) return send;
+  const double limit = settings.cscClip / std::sqrt(static_cast<double>(ranks));
+  std::vector<float> scales;
+  scales.reserve(keys.size());
+  bool any = false;
+  size_t offset = 0;
+  for (const ResidualKey& key : keys) {
+    scales.push_back(clipScale(send + offset, key.count, limit));
+    any = any || scales.back() != 1.0f;
+    offset += key.count;
+  }
+  if (!any) return send;
+  auto* clipped = reinterpret_cast<float*>(state.clipped.reserve(count * sizeof(float)));
+  if (clipped == nullptr) return nullptr;
+  offset = 0;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    for (size_t i = offset; i < offset + keys[k].count; ++i) clipped[i] = scales[k] * send[i];
+    offset += keys[k].count;
+  }
+  return clipped;
+}
+
 }  // namespace
+
+LossyState::LossyState(const Settings& settings)
+    : residuals(settings.cscMaxResidualBytes, cscArraysPerElement(cscParamsOf(settings))) {}
+
+CscParams cscParamsOf(const Settings& settings) {
+  CscParams params;
+  params.density = settings.cscDensity;
+  params.chunkElements = settings.cscChunkElements;
+  params.warmupCalls = static_cast<int64_t>(settings.cscWarmupCalls);
+  params.momentum = static_cast<float>(settings.cscMomentum);
+  params.momentumOutput = settings.cscMomentumOutput;
+  return params;
+}
+
+float clipScale(const float* values, size_t count, double limit) {
+  if (!(limit > 0)) return 1.0f;
+  double squares = 0;
+  for (size_t i = 0; i < count; ++i) squares += static_cast<double>(values[i]) * values[i];
+  const double norm = std::sqrt(squares);
+  return norm > limit ? static_cast<float>(limit / norm) : 1.0f;
+}
 
 double relativeL2Error(const float* got, const float* exact, size_t count) {
   double difference = 0, norm = 0;
@@ -215,14 +317,20 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
     std::vector<CscResidual*> parts;
     CscResidual* residual = residualFor(keys, count, state, &parts);
     const int64_t callsBefore = residual != nullptr ? residual->callsSeen : 0;
+    const float* input = clippedInput(settings, target.transport.size(), send, count, keys, state);
+    if (input == nullptr) {
+      return Status::error(StatusCode::kOutOfMemory, "cannot allocate the clipped input");
+    }
+    const bool handsBackGradient = residual != nullptr && residual->delivered != nullptr;
+    if (handsBackGradient) {
+      GFSHIM_RETURN_IF_ERROR(agreeOnDelivered(parts, *residual, target, state));
+    }
     EngineCscDense dense(plan, settings, target, state);
-    CscParams params;
-    params.density = settings.cscDensity;
-    params.chunkElements = settings.cscChunkElements;
-    params.warmupCalls = static_cast<int64_t>(settings.cscWarmupCalls);
     CscOutcome outcome;
-    const Status status =
-        cscAllreduce(params, residual, send, recv, count, dense, state.csc, &outcome);
+    const Status status = cscAllreduce(cscParamsOf(settings), residual, input, recv, count, dense,
+                                       state.csc, &outcome);
+    ++state.sparseCalls;
+    if (handsBackGradient) stampDelivered(parts, state.sparseCalls, status.isOk());
     if (residual == &state.bucketResidual) scatterResidual(*residual, callsBefore, parts);
     GFSHIM_RETURN_IF_ERROR(status);
     record->redone = dense.redone;
@@ -230,6 +338,8 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
       record->sparseElements = count;
       record->sentElements = outcome.elementsSent;
     }
+    if (outcome.momentumCorrected) record->momentumElements = count;
+    if (input != send) record->clippedElements = count;
   } else {
     GFSHIM_RETURN_IF_ERROR(
         denseLossy(plan, settings, count, send, recv, target, state, &record->redone));

@@ -4,8 +4,12 @@
 //
 //   shadow?   every GFSHIM_SHADOW_EVERY-th lossy call first computes the exact result into
 //             scratch (the plain ring/torus), to report the relative L2 error afterwards
+//   clip?     GFSHIM_CSC_CLIP (sparse calls only): each operation's input scaled down to an L2
+//             norm of at most clip / sqrt(ranks) on this rank, into scratch (DGC's local
+//             gradient clipping; ranks may scale differently, the sum is still one sum)
 //   sparse?   coarse-grained sparse communication (compress/csc.h): agree dense or sparse, norms
-//             (exact), selected chunks through the dense step below, residuals kept per buffer
+//             (exact), selected chunks through the dense step below, residuals kept per buffer,
+//             with GFSHIM_CSC_MOMENTUM their velocities too (momentum correction)
 //   dense     codec none: the exact ring/torus; fp16/bf16: the compressed ring/torus
 //             (algo/compressed_ring.h), optionally prescaled by 1/p and multiplied back by p
 //   overflow  a compressed result holding Inf or NaN is redone exactly from the input. Every rank
@@ -17,10 +21,18 @@
 // (compress/half_wire_steps.h), which the NCCL plugin runs too. This file supplies their
 // primitives on the engine (the ring/torus over the transport) and the residual bookkeeping.
 //
+// Momentum correction's gradient output hands back D - m * D_prev, with D_prev what the entry's
+// last call delivered: identical on every rank only if every rank's entries last delivered in the
+// same call. Each entry is stamped with (sparse call number, its place in the call), and every
+// call with that output first agrees that all ranks' stamps are equal; where they are not (a rank
+// reduced another buffer, or a new one, for this gradient) every rank forgets D_prev, and the
+// shim says so once.
+//
 // Residuals: one per user buffer, keyed by (address, count) in the communicator's LossyState
 // (the store dies with the communicator). A fused bucket names one buffer per operation: their
-// residuals are gathered into one bucket residual for the call and scattered back after it, so
-// an operation keeps its residual whatever bucket it lands in next time.
+// residuals (and velocities, and what was delivered) are gathered into one bucket residual for
+// the call and scattered back after it, so an operation keeps its state whatever bucket it lands
+// in next time.
 //
 // Cost on top of the algorithm: an in-place compressed call copies its input once (for the
 // overflow redo); the overflow check reads the result once; CSC as in compress/csc.h plus one
@@ -45,13 +57,16 @@ namespace gfshim {
 
 // Per communicator (the blocking path's, and each fusion queue's own).
 struct LossyState {
-  explicit LossyState(uint64_t maxResidualBytes) : residuals(maxResidualBytes) {}
+  explicit LossyState(const Settings& settings);
   CscResidualStore residuals;
   CscScratch csc;
   CscResidual bucketResidual;  // a fused bucket's operations' residuals, gathered
   Workspace inputCopy;         // an in-place compressed call's input, for the overflow redo
   Workspace exact;             // shadow mode's exact result
+  Workspace clipped;           // the input of a sparse call scaled by GFSHIM_CSC_CLIP
   uint64_t calls = 0;          // lossy calls so far: shadow mode's clock, the same on all ranks
+  uint64_t sparseCalls = 0;    // sparse-mode calls so far, the same on all ranks
+  bool deliveredWarned = false;
   bool capWarned = false;
 };
 
@@ -61,13 +76,15 @@ struct ResidualKey {
   size_t count = 0;
 };
 
-// Where the call runs. `agreeAny` is a logical OR over the communicator's ranks (a tiny
-// collective; the engine uses PMPI_Allreduce on its private communicator).
+// Where the call runs. `agreeAny` is a logical OR over the communicator's ranks, `agreeEqual`
+// whether every rank passed the same value (tiny collectives; the engine uses PMPI_Allreduce on
+// its private communicator).
 struct LossyTarget {
   Transport& transport;
   Workspace& workspace;
   const TorusGrid* grid;  // required for Algo::kTorus2d
   std::function<Status(bool mine, bool* any)> agreeAny;
+  std::function<Status(uint64_t mine, bool* equal)> agreeEqual;
 };
 
 // recv = SUM over ranks of send (count floats) with plan.lossy's modes on plan.algo. `keys`
@@ -76,6 +93,13 @@ struct LossyTarget {
 Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t count,
                          const float* send, float* recv, const std::vector<ResidualKey>& keys,
                          const LossyTarget& target, LossyState& state, LossyRecord* record);
+
+// The CSC parameters of GFSHIM_CSC_* (density, chunk, warm-up, momentum and its output).
+CscParams cscParamsOf(const Settings& settings);
+
+// DGC's local clipping: the factor that brings `values` to an L2 norm of at most `limit` (1 when
+// it is within, or when limit is 0).
+float clipScale(const float* values, size_t count, double limit);
 
 // Relative L2 error of `got` against `exact` (0 when both are all zero).
 double relativeL2Error(const float* got, const float* exact, size_t count);

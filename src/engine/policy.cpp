@@ -168,7 +168,10 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);
   if (!call.op) return passthrough(Reason::kUserOp);
   if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
-  if (const std::optional<Reason> small = smallCallReason(smallCallRule(settings), call)) {
+  const bool sparseAtAnySize = call.fusedBucket && sparseBucketsAtAnySize(settings) &&
+                               lossyModesFor(*call.dtype, *call.op, 0, settings, true).sparse;
+  if (const std::optional<Reason> small = smallCallReason(smallCallRule(settings), call);
+      small && !sparseAtAnySize) {
     return passthrough(*small);
   }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
@@ -329,9 +332,47 @@ std::string formatEstimate(const CostEstimate& estimate) {
   return text;
 }
 
-LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings) {
+bool sparseBucketsAtAnySize(const Settings& settings) {
+  return settings.cscDensity > 0 && settings.cscMomentum > 0;
+}
+
+std::string momentumNote(const Settings& settings) {
+  if (!(settings.cscDensity > 0 && settings.cscMomentum > 0)) return "";
+  char note[400];
+  if (settings.cscMomentumOutput == CscMomentumOutput::kGradient) {
+    std::snprintf(note, sizeof(note),
+                  "momentum correction (m = %g): sparse calls hand back what the application's "
+                  "momentum-SGD optimizer with momentum %g (no Nesterov, no dampening) turns into "
+                  "the corrected update",
+                  settings.cscMomentum, settings.cscMomentum);
+  } else {
+    std::snprintf(note, sizeof(note),
+                  "momentum correction (m = %g): sparse calls hand back the corrected update; the "
+                  "application's optimizer must run without momentum (plain SGD), and calls that "
+                  "are not sparse (below the lossy thresholds) get no momentum at all",
+                  settings.cscMomentum);
+  }
+  return note;
+}
+
+std::vector<std::string> lossySettingProblems(const Settings& settings) {
+  std::vector<std::string> problems;
+  if (settings.cscDensity > 0) return problems;
+  if (settings.cscMomentum > 0) {
+    problems.push_back("GFSHIM_CSC_MOMENTUM does nothing without GFSHIM_CSC_DENSITY");
+  }
+  if (settings.cscClip > 0) {
+    problems.push_back("GFSHIM_CSC_CLIP does nothing without GFSHIM_CSC_DENSITY");
+  }
+  return problems;
+}
+
+LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings,
+                         bool fusedBucket) {
   LossyModes modes;
-  if (dtype != DType::kFloat32 || op != RedOp::kSum || bytes < settings.compressMinBytes) {
+  const bool anySize = fusedBucket && sparseBucketsAtAnySize(settings);
+  if (dtype != DType::kFloat32 || op != RedOp::kSum ||
+      (bytes < settings.compressMinBytes && !anySize)) {
     return modes;
   }
   modes.codec = settings.compress;
@@ -357,7 +398,7 @@ bool reproducibleModeCovers(DType dtype) {
 }
 
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                     DType dtype, RedOp op, uint64_t bytes) {
+                     DType dtype, RedOp op, uint64_t bytes, bool fusedBucket) {
   if (enginePlan.route != Route::kEngine) return enginePlan;
   if (settings.reproducible && reproducibleModeCovers(dtype)) {
     Plan plan = enginePlan;
@@ -367,7 +408,7 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
     plan.lossy = LossyModes{};
     return plan;
   }
-  const LossyModes lossy = lossyModesFor(dtype, op, bytes, settings);
+  const LossyModes lossy = lossyModesFor(dtype, op, bytes, settings, fusedBucket);
   Plan plan = enginePlan;
   if (settings.algo == AlgoChoice::kAuto) {
     plan = chooseByCost(enginePlan, comm, settings, bytes, !lossy.any());

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/types.h"
 #include "config/config.h"
@@ -84,6 +85,7 @@ struct CallInfo {
   uintptr_t recvAddress = 0;   // buffers, overlapping ranges) only when it gets that far
   bool nonblocking = false;    // MPI_Iallreduce
   bool nullComm = false;       // MPI_COMM_NULL (erroneous)
+  bool fusedBucket = false;    // a fusion bucket reduced as one call (mpi/fusion_queue.cpp)
 
   // count x extent (the pair types' padding included: the bytes the engine moves)
   uint64_t bytes() const {
@@ -193,11 +195,25 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
 // A call with a lossy mode (lossyModesFor) stays on the engine: auto then chooses between ring
 // and torus2d only, since neither the MPI's own algorithm nor hierarchical can compress.
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                     DType dtype, RedOp op, uint64_t bytes);
+                     DType dtype, RedOp op, uint64_t bytes, bool fusedBucket = false);
 // Lossy modes are opt-in and scoped: GFSHIM_COMPRESS and GFSHIM_CSC_DENSITY apply only to
 // MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
-// call of its total size); every other call stays exact. Agreed inputs only.
-LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
+// call of its total size); every other call stays exact. Agreed inputs only. Under momentum
+// correction (sparseBucketsAtAnySize) a float SUM fused bucket is sparse at any size.
+LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings,
+                         bool fusedBucket = false);
+// GFSHIM_CSC_MOMENTUM with GFSHIM_CSC_DENSITY: which bucket the timing of the ranks' posts puts a
+// fused operation in must not decide whether its momentum state sees the call (an exact bucket
+// would hand back the plain sum and skip its velocity), so fused float SUM buckets run sparse
+// whatever their size, past GFSHIM_MIN_BYTES and GFSHIM_COMPRESS_MIN_BYTES. A blocking call of a
+// buffer has the same size every time, so its thresholds stay.
+bool sparseBucketsAtAnySize(const Settings& settings);
+// What GFSHIM_CSC_MOMENTUM asks of the application, in one sentence ("" when it is off); the init
+// log and the stats report print it.
+std::string momentumNote(const Settings& settings);
+// Settings that do nothing as combined (GFSHIM_CSC_MOMENTUM or GFSHIM_CSC_CLIP without
+// GFSHIM_CSC_DENSITY): one sentence each, warned at MPI_Init.
+std::vector<std::string> lossySettingProblems(const Settings& settings);
 // "ring 1.2 ms, torus2d 0.8 ms, hierarchical 0.9 ms, native 3.1 ms" (the candidates only);
 // empty when not auto.
 std::string formatEstimate(const CostEstimate& estimate);

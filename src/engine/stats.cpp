@@ -124,6 +124,8 @@ void Stats::recordLossy(const LossyRecord& record) {
   if (record.redone) bump(counters[kLossyRedos], 1);
   bump(counters[kLossySparseElements], record.sparseElements);
   bump(counters[kLossySentElements], record.sentElements);
+  bump(counters[kLossyMomentumElements], record.momentumElements);
+  bump(counters[kLossyClippedElements], record.clippedElements);
   if (record.shadowed) {
     const auto error = static_cast<uint64_t>(std::min(record.shadowError, 1e6) * 1e12);
     bump(counters[kLossyShadowCalls], 1);
@@ -233,6 +235,19 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
                     static_cast<double>(c[kLossySentElements]) /
                         static_cast<double>(c[kLossySparseElements]));
       sparse = line;
+    }
+    const auto shareOfInput = [&](LossyCounter counter) {
+      return static_cast<double>(c[counter]) * sizeof(float) / static_cast<double>(c[kLossyBytesIn]);
+    };
+    if (c[kLossyMomentumElements] > 0) {
+      std::snprintf(line, sizeof(line), ", momentum-corrected %.0f %% of elements",
+                    100 * shareOfInput(kLossyMomentumElements));
+      sparse += line;
+    }
+    if (c[kLossyClippedElements] > 0) {
+      std::snprintf(line, sizeof(line), ", clipped %.0f %% of elements",
+                    100 * shareOfInput(kLossyClippedElements));
+      sparse += line;
     }
     if (c[kLossyShadowCalls] > 0) {
       // Identical on every rank: the sums over ranks hold each value `ranks` times.

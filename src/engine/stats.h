@@ -26,6 +26,8 @@ enum LossyCounter {
   kLossyRedos,           // calls redone exactly after an overflow
   kLossySparseElements,  // elements of the calls that ran sparse (after warm-up)
   kLossySentElements,    // of those, elements in the selected chunks
+  kLossyMomentumElements,  // elements of the calls with momentum correction (GFSHIM_CSC_MOMENTUM)
+  kLossyClippedElements,   // elements of the calls whose input was clipped (GFSHIM_CSC_CLIP)
   kLossyShadowCalls,
   kLossyShadowErrorSum,  // relative L2 error x 1e12, summed over shadowed calls
   kLossyShadowErrorMax,  // relative L2 error x 1e12, largest
@@ -41,6 +43,8 @@ struct LossyRecord {
   bool redone = false;
   uint64_t sparseElements = 0;
   uint64_t sentElements = 0;
+  uint64_t momentumElements = 0;
+  uint64_t clippedElements = 0;
   bool shadowed = false;
   double shadowError = 0;  // relative L2 error of the lossy result against the exact one
 };

@@ -84,10 +84,11 @@ Status Engine::agreeOnCudaDriver() {
   return agreeDriverOnSomeRank(comm_, &gpu_.driverOnSomeRank);
 }
 
-Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes) const {
+Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes,
+                  bool fusedBucket) const {
   const Plan plan = planOnComm(callPlan, facts_);
   if (plan.route == Route::kPassthrough) return plan;
-  return chooseAlgorithm(plan, facts_, settings_, dtype, op, bytes);
+  return chooseAlgorithm(plan, facts_, settings_, dtype, op, bytes, fusedBucket);
 }
 
 GpuVote Engine::voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const {
@@ -96,9 +97,11 @@ GpuVote Engine::voteFor(const Bucket& bucket, const Plan& plan, const BufferPlac
   vote.cannotStage = vote.device && !stagingAllowed();
   if (!vote.device) return vote;
   // Every operation on one GPU, NCCL-placeable; the plugin's fused call has no sparse mode, so a
-  // CSC bucket of several operations is staged (its residuals per operation live in host memory).
+  // CSC bucket of several operations is staged (its residuals per operation live in host memory),
+  // and the plugin has no momentum correction or clipping, so a CSC call with them is staged too.
   const int device = bucket.ops[0].at.recv.device;
-  bool placeable = bucket.opCount == 1 || !plan.lossy.sparse;
+  const bool dgc = settings_.cscMomentum > 0 || settings_.cscClip > 0;
+  bool placeable = !plan.lossy.sparse || (bucket.opCount == 1 && !dgc);
   for (size_t i = 0; i < bucket.opCount && placeable; ++i) {
     placeable = bucket.ops[i].at.ncclPlaceable() && bucket.ops[i].at.recv.device == device;
   }
@@ -311,8 +314,8 @@ Status Engine::reduceBlock(const Bucket& bucket, const Plan& plan, const void* i
                            int64_t count, const std::vector<ResidualKey>& keys) {
   const TorusGrid* grid = grid_ ? &*grid_ : nullptr;
   if (plan.lossy.any()) {
-    if (!lossy_) lossy_ = std::make_unique<LossyState>(settings_.cscMaxResidualBytes);
-    const LossyTarget target{*transport_, workspace_, grid, logicalOrOn(comm_)};
+    if (!lossy_) lossy_ = std::make_unique<LossyState>(settings_);
+    const LossyTarget target{*transport_, workspace_, grid, logicalOrOn(comm_), equalOn(comm_)};
     LossyRecord record;
     GFSHIM_RETURN_IF_ERROR(runLossyAllreduce(
         plan, settings_, static_cast<size_t>(count), static_cast<const float*>(in),

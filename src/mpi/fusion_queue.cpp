@@ -383,8 +383,9 @@ Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
   call.op = bucket.op;
   call.inPlace = true;
   call.recvAddress = reinterpret_cast<uintptr_t>(first.recv);
-  const Plan plan =
-      engine_->plan(planCall(call, settings_.settings), bucket.dtype, bucket.op, bucket.bytes);
+  call.fusedBucket = true;
+  const Plan plan = engine_->plan(planCall(call, settings_.settings), bucket.dtype, bucket.op,
+                                  bucket.bytes, true);
   const auto start = std::chrono::steady_clock::now();
   BucketOutcome outcome;
   GFSHIM_RETURN_IF_ERROR(engine_->reduce(reduced, plan, BucketOptions(), &outcome));

@@ -142,6 +142,18 @@ Status PmpiTransport::wait(TransferId id) {
   return Status::ok();
 }
 
+std::function<Status(uint64_t, bool*)> equalOn(MPI_Comm comm) {
+  return [comm](uint64_t mine, bool* equal) {
+    // MIN of v and of -v give the smallest and the largest: 62 bits keep -v in range.
+    const auto value = static_cast<int64_t>(mine >> 2);
+    int64_t bounds[2] = {value, -value};
+    const int rc = agreeMinimum(comm, bounds, 2);
+    if (rc != MPI_SUCCESS) return mpiErrorStatus("agreement (equal values)", rc);
+    *equal = bounds[0] == -bounds[1];
+    return Status::ok();
+  };
+}
+
 std::function<Status(bool, bool*)> logicalOrOn(MPI_Comm comm) {
   return [comm](bool mine, bool* any) {
     int64_t least = mine ? -1 : 0;  // MIN of -flag is -(logical OR)

@@ -77,5 +77,7 @@ int readableErrorCode(int code, const std::string& text);
 // A logical OR over the ranks of `comm` (one PMPI_Allreduce of an int): the engine's agreement
 // for decisions a rank-local fact could split, e.g. LossyTarget::agreeAny.
 std::function<Status(bool mine, bool* any)> logicalOrOn(MPI_Comm comm);
+// Whether every rank of `comm` passed the same value (one MIN allreduce of two integers).
+std::function<Status(uint64_t mine, bool* equal)> equalOn(MPI_Comm comm);
 
 }  // namespace gfshim

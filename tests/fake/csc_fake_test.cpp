@@ -90,7 +90,7 @@ CscRun runCsc(int p, size_t count, const CscParams& params, const std::vector<Bu
   FakeFabric fabric(p);
   const auto statuses = runRanks(fabric, [&](int rank, Transport& transport) -> Status {
     const size_t r = static_cast<size_t>(rank);
-    CscResidualStore store(size_t{1} << 30);
+    CscResidualStore store(size_t{1} << 30, cscArraysPerElement(params));
     CscScratch scratch;
     RingDense dense(transport);
     std::vector<float> sendBuffer(count), recvBuffer(count);
@@ -230,6 +230,44 @@ TEST(CscFake, WarmupCallsAreDenseSums) {
     }
   }
   ASSERT_NO_FATAL_FAILURE(expectAgreement(run, count, params));
+}
+
+// Momentum correction over the ring: every rank selects the same chunks and holds the same bits,
+// and what was delivered plus what all ranks hold equals the sum over ranks of their momentum SGD
+// updates with factor masking (u = 0.9 u + g per rank, reset where the call sent the chunk).
+TEST(CscFake, MomentumCorrectionAgreesOnEveryRankAndConservesTheMaskedUpdates) {
+  const size_t count = 1000, chunk = 64;
+  for (int p : {2, 3, 5}) {
+    SCOPED_TRACE(testing::Message() << "p=" << p);
+    CscParams params{0.2, chunk, 2};
+    params.momentum = 0.9f;
+    params.momentumOutput = CscMomentumOutput::kUpdate;
+    const auto inputs = makeInputs(p, count, chunk, 12, 500u + static_cast<unsigned>(p));
+    const CscRun run = runCsc(p, count, params, inputs, false);
+    ASSERT_NO_FATAL_FAILURE(expectAgreement(run, count, params));
+    const size_t ranks = static_cast<size_t>(p);
+    std::vector<std::vector<double>> velocity(ranks, std::vector<double>(count, 0));
+    std::vector<double> updates(count, 0), delivered(count, 0), magnitude(count, 0);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      for (size_t r = 0; r < ranks; ++r) {
+        EXPECT_TRUE(run.outcomes[k][r].momentumCorrected);
+        for (size_t i = 0; i < count; ++i) {
+          velocity[r][i] = 0.9 * velocity[r][i] + inputs[k][r][i];
+          updates[i] += velocity[r][i];
+          magnitude[i] += std::fabs(velocity[r][i]);
+        }
+        for (uint32_t c : run.selected[k][r]) {
+          for (size_t i = c * chunk; i < std::min(count, (c + 1) * chunk); ++i) velocity[r][i] = 0;
+        }
+      }
+      for (size_t i = 0; i < count; ++i) delivered[i] += run.recv[k][0][i];
+    }
+    for (size_t i = 0; i < count; ++i) {
+      double held = 0;
+      for (size_t r = 0; r < ranks; ++r) held += run.residual[r][i];
+      ASSERT_NEAR(delivered[i] + held, updates[i], 64 * FLT_EPSILON * magnitude[i]) << i;
+    }
+  }
 }
 
 TEST(CscFake, DensityOneEqualsTheDenseRing) {

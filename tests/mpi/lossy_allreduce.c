@@ -10,9 +10,21 @@
  *  4. CSC conservation: one call with data, then calls with zeros; the residuals drain, so the sum
  *     of everything delivered equals the exact sum of the data;
  *  5. CSC with buffers that differ between ranks (rank 0 alternates two buffers, so its residual
- *     entries are new while the others' are warm): the ranks agree dense/sparse and finish.
+ *     entries are new while the others' are warm): the ranks agree dense/sparse and finish;
+ *  6. momentum correction (third argument "momentum-update" or "momentum-gradient", with
+ *     GFSHIM_CSC_MOMENTUM=0.5 and GFSHIM_CSC_MOMENTUM_OUTPUT as named): one call with data,
+ *     then zeros. Each rank's velocity u = g, 0.5 g, 0.25 g ... accumulates until its chunk is
+ *     sent, once, and then is cleared, so every element is delivered in exactly one call t, as
+ *     sum over ranks of g (1 + 0.5 + ... + 0.5^(t - 2)), exactly (small integers times powers of
+ *     two). With the gradient output the test recovers the update as the application's momentum
+ *     optimizer would (U = 0.5 U + what came back), which must satisfy the same.
  *
- * usage: lossy_allreduce CODEC(none|fp16|bf16) DENSITY [prescale]   (what the environment set)
+ *  7. local gradient clipping (third argument "clip", GFSHIM_CSC_CLIP=c, density 1): rank r sends
+ *     r + 1 everywhere; the sum must be that of each rank's input scaled to an L2 norm of at most
+ *     c / sqrt(ranks) (read from the environment, so the test follows the value set).
+ *
+ * usage: lossy_allreduce CODEC(none|fp16|bf16) DENSITY
+ *                        [prescale|momentum-update|momentum-gradient|clip]   (what the environment set)
  */
 #include <math.h>
 #include <mpi.h>
@@ -24,6 +36,9 @@ static int rank, size, failures;
 static const char* codec;
 static double density;
 static int prescale;
+static int momentum;          /* 6: momentum correction on */
+static int momentumGradient;  /* 6: ... with the gradient output */
+static int clip;              /* 7: local gradient clipping */
 
 #define CHECK(cond, ...)                               \
   do {                                                 \
@@ -131,6 +146,23 @@ static void overflowRedo(void) {
   free(x);
 }
 
+/* x (kCount floats) summed in place: one MPI_Allreduce, or (fused) four tensors of a quarter each
+ * posted with MPI_Iallreduce and completed with MPI_Waitall: fused buckets carry each one's
+ * residual. */
+static void sumInPlace(float* x, int fused) {
+  if (!fused) {
+    MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return;
+  }
+  enum { kParts = 4 };
+  const int part = kCount / kParts;
+  MPI_Request req[kParts];
+  for (int k = 0; k < kParts; ++k)
+    MPI_Iallreduce(MPI_IN_PLACE, x + k * part, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
+  MPI_Status statuses[kParts]; /* not MPI_STATUSES_IGNORE (gcc + MPICH warning) */
+  MPI_Waitall(kParts, req, statuses);
+}
+
 /* Zeros, one call with data, then zeros until every chunk was selected once: the total delivered
  * is the exact sum (all partial sums are small integers, so every codec carries them exactly). */
 static void cscConservation(int fused) {
@@ -138,18 +170,9 @@ static void cscConservation(int fused) {
   double* delivered = calloc(kCount, sizeof(double));
   /* the environment sets 2 warm-up calls: the data arrive once sparsity has started */
   const int calls = 3 + (int)ceil(1.0 / density) + 2;
-  enum { kParts = 4 };
-  const int part = kCount / kParts;
   for (int c = 0; c < calls; ++c) {
     for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? (float)((i + rank) % 5) : 0.0f;
-    if (fused) { /* four tensors: fused buckets carry each one's residual */
-      MPI_Request req[kParts];
-      for (int k = 0; k < kParts; ++k)
-        MPI_Iallreduce(MPI_IN_PLACE, x + k * part, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
-      MPI_Waitall(kParts, req, MPI_STATUSES_IGNORE);
-    } else {
-      MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
+    sumInPlace(x, fused);
     for (int i = 0; i < kCount; ++i) delivered[i] += x[i];
   }
   int bad = -1;
@@ -163,6 +186,65 @@ static void cscConservation(int fused) {
         bad < 0 ? 0.0 : delivered[bad]);
   free(x);
   free(delivered);
+}
+
+static void cscMomentumDelivery(int fused) {
+  float* x = malloc(kCount * sizeof(float));
+  float* update = calloc(kCount, sizeof(float));  /* the optimizer's velocity (gradient output) */
+  int* deliveredAt = malloc(kCount * sizeof(int));
+  for (int i = 0; i < kCount; ++i) deliveredAt[i] = -1;
+  const int calls = 3 + (int)ceil(1.0 / density) + 2;
+  int bad = -1, twice = -1;
+  for (int c = 0; c < calls; ++c) {
+    for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? (float)((i + rank) % 5) : 0.0f;
+    sumInPlace(x, fused);
+    CHECK(identicalOnAllRanks(x, kCount), "momentum (%s): ranks differ (call %d)",
+          fused ? "fused" : "blocking", c);
+    for (int i = 0; i < kCount; ++i) {
+      const float d = momentumGradient ? (update[i] = 0.5f * update[i] + x[i]) : x[i];
+      if (d == 0.0f) continue;
+      if (deliveredAt[i] >= 0 && twice < 0) twice = i;
+      deliveredAt[i] = c;
+      float sum = 0, factor = 0, power = 1;
+      for (int r = 0; r < size; ++r) sum += (float)((i + r) % 5);
+      for (int t = 2; t <= c; ++t, power *= 0.5f) factor += power;
+      if (d != sum * factor && bad < 0) bad = i;
+    }
+  }
+  int lost = -1;
+  for (int i = 0; i < kCount && lost < 0; ++i) {
+    float sum = 0;
+    for (int r = 0; r < size; ++r) sum += (float)((i + r) % 5);
+    if (sum != 0 && deliveredAt[i] < 0) lost = i;
+  }
+  CHECK(bad < 0, "momentum (%s): element %d delivered a value other than the masked update",
+        fused ? "fused" : "blocking", bad);
+  CHECK(twice < 0, "momentum (%s): element %d delivered twice (its velocity was not cleared)",
+        fused ? "fused" : "blocking", twice);
+  CHECK(lost < 0, "momentum (%s): element %d never delivered", fused ? "fused" : "blocking", lost);
+  free(x);
+  free(update);
+  free(deliveredAt);
+}
+
+static void cscClipping(void) {
+  const char* setting = getenv("GFSHIM_CSC_CLIP");
+  const double limit = (setting ? atof(setting) : 0) / sqrt((double)size);
+  float* x = malloc(kCount * sizeof(float));
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < kCount; ++i) x[i] = (float)(rank + 1);
+    MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double want = 0;
+    for (int r = 0; r < size; ++r) {
+      const double norm = (r + 1) * sqrt((double)kCount);
+      want += (r + 1) * (norm > limit ? limit / norm : 1.0);
+    }
+    int bad = -1;
+    for (int i = 0; i < kCount && bad < 0; ++i) bad = fabs(x[i] - want) <= 1e-5 * want ? -1 : i;
+    CHECK(bad < 0, "clipping: element %d is %g, want %g (limit %g per rank)", bad,
+          bad < 0 ? 0.0 : x[bad], want, limit);
+  }
+  free(x);
 }
 
 static void cscDifferentBuffers(void) {
@@ -186,17 +268,27 @@ int main(int argc, char** argv) {
   codec = argv[1];
   density = atof(argv[2]);
   prescale = argc > 3 && strcmp(argv[3], "prescale") == 0;
+  momentumGradient = argc > 3 && strcmp(argv[3], "momentum-gradient") == 0;
+  momentum = momentumGradient || (argc > 3 && strcmp(argv[3], "momentum-update") == 0);
+  clip = argc > 3 && strcmp(argv[3], "clip") == 0;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* First, while every buffer's velocity is zero: the residual entries follow addresses, and a
+   * buffer that floatSums frees leaves its velocity to the next one malloc places there. */
+  if (density > 0 && momentum) {
+    cscMomentumDelivery(0);
+    cscMomentumDelivery(1);
+  }
   optInScope();
   floatSums();
   if (strcmp(codec, "fp16") == 0 && density == 0) overflowRedo();
-  if (density > 0) {
+  if (clip) cscClipping();
+  if (density > 0 && !momentum && !clip) {
     cscConservation(0);
     cscConservation(1);
-    cscDifferentBuffers();
   }
+  if (density > 0) cscDifferentBuffers();
   int total = 0;
   PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) printf("lossy_allreduce: codec %s density %g on %d ranks: %s\n", codec, density, size, total ? "FAILED" : "passed");

@@ -187,6 +187,26 @@ TEST(Config, BadLossySettingsStayExact) {
   EXPECT_EQ(good.cscChunkElements, 1024u);
 }
 
+// Momentum correction: m in [0, 0.9999], the output by name; bad values keep it off (exact CSC).
+TEST(Config, MomentumCorrectionSettingsAndTheirBadValues) {
+  const Settings good = settingsFrom(Config::load(inputs({{"GFSHIM_CSC_MOMENTUM", "0.9"},
+                                                          {"GFSHIM_CSC_MOMENTUM_OUTPUT", "GRADIENT"},
+                                                          {"GFSHIM_CSC_CLIP", "2.5"}})));
+  EXPECT_EQ(good.cscMomentum, 0.9);
+  EXPECT_EQ(good.cscMomentumOutput, CscMomentumOutput::kGradient);
+  EXPECT_EQ(good.cscClip, 2.5);
+  EXPECT_EQ(Settings{}.cscMomentumOutput, CscMomentumOutput::kUpdate);
+  const Config bad = Config::load(inputs({{"GFSHIM_CSC_MOMENTUM", "1"},
+                                          {"GFSHIM_CSC_MOMENTUM_OUTPUT", "sgd"},
+                                          {"GFSHIM_CSC_CLIP", "-1"}}));
+  const Settings fallback = settingsFrom(bad);
+  EXPECT_EQ(fallback.cscMomentum, 0.0);
+  EXPECT_EQ(fallback.cscMomentumOutput, CscMomentumOutput::kUpdate);
+  EXPECT_EQ(fallback.cscClip, 0.0);
+  EXPECT_EQ(bad.diagnostics().size(), 3u);
+  EXPECT_TRUE(mentions(bad, "GFSHIM_CSC_MOMENTUM_OUTPUT='sgd' is invalid: accepted: update, gradient"));
+}
+
 // Counts (chunk elements, calls) take the byte sizes' suffixes but are not called bytes.
 TEST(Config, CountsAreWholeNumbersNotBytes) {
   const Config config = Config::load(inputs({{"GFSHIM_CSC_WARMUP_CALLS", "2K"}}));

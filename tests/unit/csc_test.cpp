@@ -2,6 +2,7 @@
 // residual store, and the composed call over a one-rank dense stand-in (so recv + residual must
 // equal residual + send exactly).
 #include "compress/csc.h"
+#include "engine/lossy_allreduce.h"
 
 #include <gtest/gtest.h>
 
@@ -301,12 +302,13 @@ class OneRankDense : public CscDense {
 // One rank's CSC state for a buffer of `count` elements: its residual entry, the one-rank
 // collectives and the scratch.
 struct OneRankCsc {
-  explicit OneRankCsc(size_t count) : entry(store.findOrCreate(1, 0x1, count)) {}
+  explicit OneRankCsc(size_t count, int arrays = 1)
+      : store(1 << 20, arrays), entry(store.findOrCreate(1, 0x1, count)) {}
   Status run(const CscParams& params, const float* send, float* recv, size_t count,
              CscOutcome* outcome = nullptr) {
     return cscAllreduce(params, entry, send, recv, count, dense, scratch, outcome);
   }
-  CscResidualStore store{1 << 20};
+  CscResidualStore store;
   CscResidual* entry;
   OneRankDense dense;
   CscScratch scratch;
@@ -426,6 +428,200 @@ TEST(CscAllreduce, EmptyBufferSendsNothing) {
   EXPECT_EQ(outcome.mode, CscMode::kSparse);
   EXPECT_EQ(outcome.chunks, 0u);
   EXPECT_EQ(csc.dense.normCalls + csc.dense.valueCalls, 0);
+}
+
+// ---- Momentum correction (DGC) -----------------------------------------------------------------
+
+TEST(CscMomentum, TheFusedPassIsTheRecurrenceAndItsNormsAreThoseOfTheAccumulation) {
+  const size_t count = 100, chunk = 16;  // 7 chunks, the last of 4
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<float> residual(count), velocity(count), send(count);
+  for (size_t i = 0; i < count; ++i) {
+    residual[i] = value(rng);
+    velocity[i] = value(rng);
+    send[i] = value(rng);
+  }
+  std::vector<float> wantResidual = residual, wantVelocity = velocity;
+  for (size_t i = 0; i < count; ++i) {
+    wantVelocity[i] = 0.9f * velocity[i] + send[i];
+    wantResidual[i] = residual[i] + wantVelocity[i];
+  }
+  std::vector<float> norms(7), wantNorms(7);
+  std::vector<float> accumulated = residual, accumulatedVelocity = velocity;
+  momentumAccumulate(accumulated.data(), accumulatedVelocity.data(), send.data(), count, 0.9f);
+  momentumAddAndChunkL1Norms(residual.data(), velocity.data(), send.data(), count, chunk, 0.9f,
+                             norms.data());
+  chunkL1Norms(wantResidual.data(), count, chunk, wantNorms.data());
+  EXPECT_EQ(velocity, wantVelocity);
+  EXPECT_EQ(residual, wantResidual);
+  EXPECT_EQ(accumulated, wantResidual);
+  EXPECT_EQ(accumulatedVelocity, wantVelocity);
+  EXPECT_EQ(std::memcmp(norms.data(), wantNorms.data(), sizeof(float) * 7), 0);
+}
+
+TEST(CscMomentum, TheGradientOutputSubtractsTheLastDeliveryAndRemembersThisOne) {
+  std::vector<float> recv = {1, 0, -2}, delivered = {10, 4, 0};
+  momentumToGradient(recv.data(), delivered.data(), 3, 0.5f);
+  EXPECT_EQ(recv, (std::vector<float>{-4, -2, -2}));
+  EXPECT_EQ(delivered, (std::vector<float>{1, 0, -2}));
+}
+
+TEST(CscMomentum, EntriesKeepOneArrayPerStateAndTheCapCountsThemAll) {
+  CscParams params;
+  EXPECT_EQ(cscArraysPerElement(params), 1);
+  params.momentum = 0.9f;
+  params.momentumOutput = CscMomentumOutput::kUpdate;
+  EXPECT_EQ(cscArraysPerElement(params), 2);
+  params.momentumOutput = CscMomentumOutput::kGradient;
+  EXPECT_EQ(cscArraysPerElement(params), 3);
+  CscResidualStore store(3 * 100 * sizeof(float), 3);
+  CscResidual* entry = store.findOrCreate(1, 0x1, 100);
+  ASSERT_NE(entry, nullptr);
+  ASSERT_NE(entry->velocity, nullptr);
+  ASSERT_NE(entry->delivered, nullptr);
+  EXPECT_EQ(entry->velocity[99], 0.0f);
+  EXPECT_EQ(store.bytesHeld(), 3 * 100 * sizeof(float));
+  EXPECT_EQ(store.findOrCreate(1, 0x2, 1), nullptr);  // the cap holds three arrays
+}
+
+CscParams momentumParams(double density, size_t chunk, int64_t warmup, CscMomentumOutput output) {
+  CscParams params{density, chunk, warmup};
+  params.momentum = 0.9f;
+  params.momentumOutput = output;
+  return params;
+}
+
+// Inputs whose chunk importance moves between calls, so selections change.
+std::vector<float> movingInput(std::mt19937& rng, size_t count, size_t chunk) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-2, 1);
+  std::vector<float> scale(cscChunkCount(count, chunk));
+  for (float& s : scale) s = std::pow(10.0f, static_cast<float>(exponent(rng)));
+  std::vector<float> send(count);
+  for (size_t i = 0; i < count; ++i) send[i] = value(rng) * scale[i / chunk];
+  return send;
+}
+
+// Momentum SGD with factor masking, per element in double: u = m u + g each call, reset to 0
+// after a call that sent the element's chunk. What was sent plus what is held must equal the sum
+// of the u's; elements never sent hold exactly plain momentum SGD's update, and a sent chunk's
+// velocity and accumulation are zero right after (a call that forgot the masking fails here).
+TEST(CscMomentum, SentPlusHeldIsTheMaskedMomentumSgdUpdateAndMaskingClearsExactlyTheSentChunks) {
+  const size_t count = 500, chunk = 25;  // 20 chunks, 3 sent per call
+  const CscParams params = momentumParams(0.15, chunk, 2, CscMomentumOutput::kUpdate);
+  OneRankCsc csc(count, cscArraysPerElement(params));
+  ASSERT_NE(csc.entry, nullptr);
+  std::mt19937 rng(11);
+  std::vector<double> u(count, 0), updates(count, 0), delivered(count, 0);
+  std::vector<char> everSent(count, 0);
+  for (int call = 0; call < 12; ++call) {
+    SCOPED_TRACE(testing::Message() << "call " << call);
+    const std::vector<float> send = movingInput(rng, count, chunk);
+    std::vector<float> recv(count, -7.0f);
+    CscOutcome outcome;
+    ASSERT_TRUE(csc.run(params, send.data(), recv.data(), count, &outcome).isOk());
+    EXPECT_TRUE(outcome.momentumCorrected);
+    const bool sparse = outcome.mode == CscMode::kSparse;
+    EXPECT_EQ(sparse, call >= 2);
+    std::vector<char> sent(count, sparse ? 0 : 1);
+    if (sparse) {
+      for (uint32_t c : csc.scratch.selected) {
+        for (size_t i = c * chunk; i < std::min(count, (c + 1) * chunk); ++i) sent[i] = 1;
+      }
+    }
+    for (size_t i = 0; i < count; ++i) {
+      u[i] = 0.9 * u[i] + send[i];
+      updates[i] += u[i];
+      delivered[i] += recv[i];
+      if (!sent[i]) {
+        ASSERT_EQ(recv[i], 0.0f) << i;
+      }
+      if (sent[i] && sparse) {
+        ASSERT_EQ(csc.entry->velocity[i], 0.0f) << i;
+        ASSERT_EQ(csc.entry->data()[i], 0.0f) << i;
+        u[i] = 0;  // the reference masks the same elements
+        everSent[i] = 1;
+      } else if (!sparse) {
+        ASSERT_EQ(csc.entry->data()[i], 0.0f) << i;  // a dense call delivers everything
+      } else {
+        ASSERT_NE(csc.entry->velocity[i], 0.0f) << i;
+      }
+    }
+  }
+  size_t neverSent = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double held = csc.entry->data()[i];
+    ASSERT_NEAR(delivered[i] + held, updates[i], 1e-4 * (1 + std::fabs(updates[i]))) << i;
+    neverSent += everSent[i] ? 0 : 1;
+  }
+  EXPECT_GT(neverSent, 0u);  // some chunks were held the whole time: plain momentum SGD's update
+}
+
+// An optimizer with its own momentum 0.9 applied to the gradient output ends with the velocity
+// the update output hands to plain SGD, call after call, dense and sparse.
+TEST(CscMomentum, TheOptimizersMomentumOverTheGradientOutputIsTheCorrectedUpdate) {
+  const size_t count = 300, chunk = 10;
+  const CscParams update = momentumParams(0.1, chunk, 3, CscMomentumOutput::kUpdate);
+  const CscParams gradient = momentumParams(0.1, chunk, 3, CscMomentumOutput::kGradient);
+  OneRankCsc forSgd(count, cscArraysPerElement(update));
+  OneRankCsc forMomentumSgd(count, cscArraysPerElement(gradient));
+  std::mt19937 rng(17);
+  std::vector<double> optimizerVelocity(count, 0);
+  for (int call = 0; call < 15; ++call) {
+    SCOPED_TRACE(testing::Message() << "call " << call);
+    const std::vector<float> send = movingInput(rng, count, chunk);
+    std::vector<float> corrected(count), handedBack(count);
+    ASSERT_TRUE(forSgd.run(update, send.data(), corrected.data(), count).isOk());
+    ASSERT_TRUE(forMomentumSgd.run(gradient, send.data(), handedBack.data(), count).isOk());
+    for (size_t i = 0; i < count; ++i) {
+      optimizerVelocity[i] = 0.9 * optimizerVelocity[i] + handedBack[i];
+      ASSERT_NEAR(optimizerVelocity[i], corrected[i], 1e-4 * (1 + std::fabs(corrected[i]))) << i;
+      if (call < 3) {
+        ASSERT_NEAR(handedBack[i], send[i], 1e-5 * (1 + std::fabs(send[i]))) << i;
+      }
+    }
+  }
+}
+
+TEST(CscMomentum, WithoutAnEntryTheCallIsThePlainDenseSum) {
+  OneRankDense dense;
+  CscScratch scratch;
+  CscOutcome outcome;
+  std::vector<float> send = {1, 2, 3}, recv(3);
+  ASSERT_TRUE(cscAllreduce(momentumParams(0.5, 1, 0, CscMomentumOutput::kGradient), nullptr,
+                           send.data(), recv.data(), 3, dense, scratch, &outcome)
+                  .isOk());
+  EXPECT_EQ(recv, send);
+  EXPECT_FALSE(outcome.momentumCorrected);
+}
+
+TEST(CscMomentum, AFailedCallClearsTheVelocityAndTheDeliveredValuesToo) {
+  const CscParams params = momentumParams(0.5, 4, 0, CscMomentumOutput::kGradient);
+  OneRankCsc csc(8, cscArraysPerElement(params));
+  std::vector<float> send(8, 1.0f), recv(8);
+  send[0] = 5.0f;
+  ASSERT_TRUE(csc.run(params, send.data(), recv.data(), 8).isOk());
+  ASSERT_EQ(csc.entry->velocity[4], 1.0f);   // chunk 1 kept
+  ASSERT_EQ(csc.entry->delivered[0], 5.0f);  // chunk 0 delivered
+  csc.dense.failValues = true;
+  EXPECT_FALSE(csc.run(params, send.data(), recv.data(), 8).isOk());
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(csc.entry->data()[i], 0.0f) << i;
+    EXPECT_EQ(csc.entry->velocity[i], 0.0f) << i;
+    EXPECT_EQ(csc.entry->delivered[i], 0.0f) << i;
+  }
+}
+
+
+// DGC's local clipping: the factor brings the L2 norm down to the limit, never up; 0 is off.
+TEST(CscClip, TheScaleBringsTheNormToTheLimitAndNeverRaisesIt) {
+  const std::vector<float> values = {3, 4};  // norm 5
+  EXPECT_FLOAT_EQ(clipScale(values.data(), 2, 2.5), 0.5f);
+  EXPECT_EQ(clipScale(values.data(), 2, 5.0), 1.0f);
+  EXPECT_EQ(clipScale(values.data(), 2, 100.0), 1.0f);
+  EXPECT_EQ(clipScale(values.data(), 2, 0.0), 1.0f);
+  EXPECT_EQ(clipScale(values.data(), 0, 1.0), 1.0f);
 }
 
 }  // namespace

@@ -45,7 +45,16 @@ class ScriptedCsc : public CscBackend {
   Status allreduceDense(size_t count) override {
     return step("allreduceDense " + std::to_string(count), "allreduceDense");
   }
-  Status addAndNorms(const CscShape&) override { return step("addAndNorms", "addAndNorms"); }
+  Status allreduceDenseCorrected(const CscShape& shape) override {
+    return step("allreduceDenseCorrected " + std::to_string(shape.count) + " m" +
+                    std::to_string(shape.momentum),
+                "allreduceDenseCorrected");
+  }
+  Status addAndNorms(const CscShape& shape) override {
+    return step(shape.momentum > 0 ? "addAndNorms m" + std::to_string(shape.momentum)
+                                   : "addAndNorms",
+                "addAndNorms");
+  }
   Status allreduceNorms(const CscShape&) override {
     return step("allreduceNorms", "allreduceNorms");
   }
@@ -59,6 +68,9 @@ class ScriptedCsc : public CscBackend {
   }
   Status unpackAndClear(const CscShape&) override {
     return step("unpackAndClear", "unpackAndClear");
+  }
+  Status momentumToGradient(const CscShape&) override {
+    return step("momentumToGradient", "momentumToGradient");
   }
   Status finish(bool sparse) override {
     return step(sparse ? "finish sparse" : "finish dense", "finish");
@@ -221,9 +233,70 @@ TEST(CscSteps, AFailureAfterTheAgreementResetsTheEntry) {
   EXPECT_EQ(dense.callsSeenValue, 0);
 }
 
+CscParams withMomentum(int64_t warmupCalls, CscMomentumOutput output) {
+  CscParams params{0.5, 10, warmupCalls};
+  params.momentum = 0.5f;
+  params.momentumOutput = output;
+  return params;
+}
+
+TEST(CscSteps, MomentumCorrectionRunsInTheSparseStepsAndHandsBackWhatTheOutputSays) {
+  for (CscMomentumOutput output : {CscMomentumOutput::kGradient, CscMomentumOutput::kUpdate}) {
+    const bool gradient = output == CscMomentumOutput::kGradient;
+    SCOPED_TRACE(gradient ? "gradient" : "update");
+    ScriptedCsc backend;
+    CscOutcome outcome;
+    ASSERT_TRUE(runCscSteps(withMomentum(0, output), 100, backend, &outcome).isOk());
+    Log expected = {"reserveDense 100",   "findResidual 100", "reserveSparse 10 5 50",
+                    "agree 0",            "addAndNorms m0.500000", "allreduceNorms",
+                    "selectTop",          "pack",             "allreducePacked 50",
+                    "unpackAndClear"};
+    if (gradient) expected.push_back("momentumToGradient");
+    expected.push_back("finish sparse");
+    EXPECT_EQ(backend.log, expected);
+    EXPECT_TRUE(outcome.momentumCorrected);
+  }
+}
+
+TEST(CscSteps, ADenseCallWithMomentumStateSendsTheAccumulationOneWithoutSendsTheInput) {
+  for (bool hasEntry : {true, false}) {
+    SCOPED_TRACE(hasEntry ? "warm-up, with an entry" : "no entry");
+    ScriptedCsc backend;
+    backend.hasEntry = hasEntry;
+    CscOutcome outcome;
+    ASSERT_TRUE(
+        runCscSteps(withMomentum(3, CscMomentumOutput::kGradient), 100, backend, &outcome).isOk());
+    const Log expected =
+        hasEntry ? Log{"reserveDense 100", "findResidual 100", "agree 1",
+                       "allreduceDenseCorrected 100 m0.500000", "momentumToGradient",
+                       "finish dense"}
+                 : Log{"reserveDense 100", "findResidual 100", "agree 1", "allreduceDense 100",
+                       "finish dense"};
+    EXPECT_EQ(backend.log, expected);
+    EXPECT_EQ(outcome.momentumCorrected, hasEntry);
+  }
+}
+
+TEST(CscSteps, AFailedMomentumStepResetsTheEntry) {
+  for (const char* step : {"allreduceDenseCorrected", "momentumToGradient"}) {
+    SCOPED_TRACE(step);
+    ScriptedCsc backend;
+    backend.callsSeenValue = 1;
+    backend.failAt = step;
+    EXPECT_FALSE(runCscSteps(withMomentum(5, CscMomentumOutput::kGradient), 100, backend, nullptr)
+                     .isOk());
+    EXPECT_EQ(backend.log.back(), "resetResidual");
+    EXPECT_EQ(backend.callsSeenValue, 0);
+  }
+}
+
 TEST(CscSteps, BadParametersCallNothing) {
-  for (const CscParams& params :
-       {CscParams{0.5, 0, 0}, CscParams{0.0, 4, 0}, CscParams{1.5, 4, 0}}) {
+  CscParams momentumOne{0.5, 4, 0};
+  momentumOne.momentum = 1.0f;
+  CscParams momentumNegative{0.5, 4, 0};
+  momentumNegative.momentum = -0.1f;
+  for (const CscParams& params : {CscParams{0.5, 0, 0}, CscParams{0.0, 4, 0}, CscParams{1.5, 4, 0},
+                                  momentumOne, momentumNegative}) {
     ScriptedCsc backend;
     EXPECT_EQ(runCscSteps(params, 100, backend, nullptr).code(), StatusCode::kInvalidArgument);
     EXPECT_TRUE(backend.log.empty());

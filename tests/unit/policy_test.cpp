@@ -401,6 +401,49 @@ TEST(LossyPolicy, OffUnlessAskedAndOnlyForLargeFloatSums) {
   EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 64 << 20, s).sparse);
 }
 
+// Under momentum correction which bucket a fused operation lands in (a matter of timing) must not
+// decide whether its velocity sees the call: fused float SUM buckets are sparse at any size.
+TEST(LossyPolicy, MomentumCorrectionMakesEveryFusedFloatSumBucketSparse) {
+  Settings s = settings(256 << 10, AlgoChoice::kRing);
+  s.compressMinBytes = 1 << 20;
+  s.cscDensity = 0.1;
+  CallInfo bucket = floatSum(1000);  // 4000 bytes: below both thresholds
+  bucket.fusedBucket = true;
+  bucket.inPlace = true;
+  EXPECT_EQ(planCall(bucket, s).route, Route::kPassthrough);  // no momentum: the thresholds hold
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s, true).sparse);
+  s.cscMomentum = 0.9;
+  EXPECT_EQ(planCall(bucket, s).route, Route::kEngine);
+  EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s, true).sparse);
+  // A blocking call of the same size, and other types, keep their thresholds.
+  CallInfo blocking = floatSum(1000);
+  EXPECT_EQ(planCall(blocking, s).route, Route::kPassthrough);
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s).sparse);
+  EXPECT_FALSE(lossyModesFor(DType::kFloat64, RedOp::kSum, 4000, s, true).any());
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kMax, 4000, s, true).any());
+  const Plan plan = chooseAlgorithm(planCall(bucket, s), comm(4), s, DType::kFloat32,
+                                    RedOp::kSum, 4000, true);
+  EXPECT_EQ(plan.route, Route::kEngine);
+  EXPECT_TRUE(plan.lossy.sparse);
+}
+
+TEST(LossyPolicy, MomentumAndClipWithoutDensityAreProblemsAndTheNoteNamesTheOptimizer) {
+  Settings s = settings();
+  EXPECT_TRUE(lossySettingProblems(s).empty());
+  EXPECT_EQ(momentumNote(s), "");
+  s.cscMomentum = 0.9;
+  s.cscClip = 5;
+  EXPECT_EQ(lossySettingProblems(s),
+            (std::vector<std::string>{"GFSHIM_CSC_MOMENTUM does nothing without GFSHIM_CSC_DENSITY",
+                                      "GFSHIM_CSC_CLIP does nothing without GFSHIM_CSC_DENSITY"}));
+  EXPECT_EQ(momentumNote(s), "");
+  s.cscDensity = 0.01;
+  EXPECT_TRUE(lossySettingProblems(s).empty());
+  EXPECT_NE(momentumNote(s).find("without momentum (plain SGD)"), std::string::npos);
+  s.cscMomentumOutput = CscMomentumOutput::kGradient;
+  EXPECT_NE(momentumNote(s).find("momentum-SGD optimizer with momentum 0.9"), std::string::npos);
+}
+
 TEST(LossyPolicy, AutoKeepsALossyCallOnTheEngine) {
   Settings s = settings();
   s.compress = WireCodec::kBf16;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Accuracy of the lossy modes over seeds (issue 20): bench/train_compare.sh once per seed and per
+# batch schedule, then one table per schedule of every mode's final test accuracy (mean over the
+# seeds, and the lowest and highest), its difference to the exact run's mean, samples/s and the
+# bytes the nodes sent between them (means over the seeds).
+#
+#   bench/lossy_accuracy.sh [--seeds "1 2 3"] [--schedules "none 128:2,256"]
+#                           [--modes "exact fp16 csc0.1 ..."] [--cluster 4x2] [--out DIR]
+#                           [-- TRAINING ARGS]
+#
+# Defaults: seeds 1 2 3; schedules none (the fixed batch of the training arguments) and
+# 128:2,256 (Mikami et al.'s batch-size control: the batch and the learning rate double in the
+# third epoch); modes exact fp16 csc0.1 csc0.01 csc0.1+mc csc0.01+mc csc0.1+mcu csc0.01+mcu
+# (see train_compare.sh: +mc momentum correction with the program's optimizer unchanged, +mcu
+# the corrected update into plain SGD); the main job's cluster and arguments (4 nodes x 2 ranks
+# at 1 Gbit/s; 3 epochs of 20 000 images, batch 128; CSC chunks of 256 elements and 160 dense
+# calls per buffer). Each run's logs stay in DIR/<schedule>/seed<N>/ (default: a new temporary
+# directory), so the table can be made again with --table DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+seeds="1 2 3" schedules="none 128:2,256" cluster=4x2 out="" table_only=""
+modes="exact fp16 csc0.1 csc0.01 csc0.1+mc csc0.01+mc csc0.1+mcu csc0.01+mcu"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --seeds) seeds=$2; shift 2 ;;
+    --schedules) schedules=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    --cluster) cluster=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --table) table_only=$2; shift 2 ;;
+    --) shift; break ;;
+    *) sed -n '2,18p' "$0"; exit 2 ;;
+  esac
+done
+training=("$@")
+[[ ${#training[@]} -gt 0 ]] || training=(--epochs 3 --train-samples 20000)
+dir_of() { echo "${1//[:,]/_}"; }  # a schedule as a directory name
+
+if [[ -z $table_only ]]; then
+  out=${out:-$(mktemp -d)}
+  echo "lossy_accuracy: seeds $seeds, schedules $schedules, cluster $cluster; logs in $out"
+  for schedule in $schedules; do
+    for seed in $seeds; do
+      args=("${training[@]}" --seed "$seed")
+      [[ $schedule != none ]] && args+=(--batch-schedule "$schedule")
+      "$root/bench/train_compare.sh" --cluster "$cluster" --modes "$modes" --csc-chunk 256 \
+        --csc-warmup 160 --keep "$out/$(dir_of "$schedule")/seed$seed" -- "${args[@]}" |
+        sed -n '/^mode /,/^$/p'
+    done
+  done
+else
+  out=$table_only
+fi
+
+# One table per schedule, from the kept logs.
+for schedule in $schedules; do
+  echo
+  echo "schedule: $schedule (seeds: $seeds)"
+  echo "| mode | test accuracy, mean | lowest - highest | vs exact (points) | samples/s | between nodes |"
+  echo "|---|---|---|---|---|---|"
+  for mode in $modes; do
+    for seed in $seeds; do
+      log=$out/$(dir_of "$schedule")/seed$seed/$mode.log
+      wire=$out/$(dir_of "$schedule")/seed$seed/$mode.wire
+      [[ -f $log ]] || continue
+      sed -n "s|^final test_acc \([^ ]*\) .* samples/s \([^ ]*\) .*|$mode \1 \2 $(cat "$wire" 2>/dev/null || echo 0)|p" "$log" | tail -1
+    done
+  done | awk -v modes="$modes" '
+    { n[$1]++; acc[$1] += $2; rate[$1] += $3; wire[$1] += $4
+      if (!($1 in lo) || $2 < lo[$1]) lo[$1] = $2
+      if (!($1 in hi) || $2 > hi[$1]) hi[$1] = $2 }
+    END {
+      split(modes, order, " ")
+      exact = ("exact" in n) ? acc["exact"] / n["exact"] : -1
+      for (i = 1; i in order; i++) {
+        m = order[i]
+        if (!(m in n)) { printf "| %s | (no run) | | | | |\n", m; continue }
+        mean = acc[m] / n[m]
+        delta = exact < 0 ? "-" : sprintf("%+.2f", 100 * (mean - exact))
+        printf "| %s | %.4f | %.4f - %.4f | %s | %.0f | %.0f MB |\n", m, mean, lo[m], hi[m], delta,
+               rate[m] / n[m], wire[m] / n[m] / 1e6
+      }
+    }'
+done

@@ -4,30 +4,32 @@
 # single algorithms, with the cost model's prediction (gfshim-info --model) beside each.
 #
 # usage: bench/sim/scale.sh [-p PLATFORM] [-n "RANKS ..."] [-s "SIZES ..."] [-a "SHIM_ALGOS"]
-#                           [-m "SMPI_ALGOS"] [-j PARALLEL] [-o RESULTS.tsv]
+#                           [-m "SMPI_ALGOS"] [-j PARALLEL] [-o RESULTS.tsv] [-l SECONDS]
 #   PLATFORM   ethernet_10g | ethernet_100g | abci | gradientflow (bench/sim/*.xml)
 #        or: bench/sim/scale.sh -t RESULTS.tsv   (the table of earlier runs, no simulation)
 #   defaults   -n 64 -s "1M 16M 64M" -a "ring torus2d auto"
 #              -m "ompi mpich lr rab_rdb smp_rsag_lr ompi_ring_segmented" -j 2
+#              -l 3600 (each simulation's wall-clock limit; 3456 ranks need more, see RESULTS)
 # Needs build-smpi (scripts/test.sh or cmake -DGFSHIM_MPI=smpi) and build/gfshim-info.
 #
-# Each point is allreduce_bench (float sum, out of place) with one warm-up and one timed call:
-# the simulation is deterministic, so one call is its time. Program buffers are SMPI shared
-# memory (smpi/auto-shared-malloc-thresh: every allocation of 64 KiB or more), so thousands of
-# ranks fit; the shim's own scratch stays per rank. SMPI maps a shared buffer as copies of one
-# block: 64 MiB blocks (smpi/shared-malloc-blocksize) keep 1024 ranks of 64 MB within Linux's
-# 65530 mappings a process (with SMPI's 1 MiB they aborted). Computation is not simulated
-# (smpi/simulate-computation:no): the reduction's CPU time is excluded on both sides and the
-# figures are the network's alone (the reduction runs on GPUs at the seeds' scale). A failed
-# MPI_Test costs 1 us of simulated time (smpi/test, no growth), the order of a real one. Links
-# are ideal at their stated rate and latency: SMPI's default correction factors (calibrated on
-# a TCP cluster, which cut small messages' bandwidth by half and more) and cross traffic are off,
-# so both sides run on the network the platform file states. (These settings are
-# tests/smpi/run_simulated.sh's.) Every collective that is not the one measured (the barrier
-# before it, the shim's set-up) takes Open MPI's selection on both sides. The shim's auto is
-# told that network: the platform's link figures, no rendezvous handshake
-# (GFSHIM_RENDEZVOUS_US=0, SimGrid models none) and a reduction that costs nothing
-# (GFSHIM_REDUCE_GBPS=1e9).
+# Each point is allreduce_bench (float sum, out of place) with one warm-up and one timed call: the
+# simulation is deterministic, so one call is its time. Program buffers are SMPI shared memory
+# (smpi/auto-shared-malloc-thresh: every allocation of 64 KiB or more), so thousands of ranks fit;
+# the shim's own scratch stays per rank. SMPI maps a shared buffer as copies of one block: 64 MiB
+# blocks (smpi/shared-malloc-blocksize) keep 1024 ranks of 64 MB within Linux's 65530 mappings a
+# process (with SMPI's 1 MiB they aborted). smpirun copies the program once per rank (dlopen
+# privatization) and keeps shared blocks in files in $TMPDIR: scale.sh points it at /dev/shm (a
+# tmpfs) unless TMPDIR is set, so the kernel does not write them back to disk. Computation is not
+# simulated (smpi/simulate-computation:no): the reduction's CPU time is excluded on both sides and
+# the figures are the network's alone (the reduction runs on GPUs at the seeds' scale). A failed
+# MPI_Test costs 1 us of simulated time (smpi/test, no growth), the order of a real one. Links are
+# ideal at their stated rate and latency: SMPI's default correction factors (calibrated on a TCP
+# cluster, which cut small messages' bandwidth by half and more) and cross traffic are off, so both
+# sides run on the network the platform file states. (These settings are
+# tests/smpi/run_simulated.sh's.) Every collective that is not the one measured (the barrier before
+# it, the shim's set-up) takes Open MPI's selection on both sides. The shim's auto is told that
+# network: the platform's link figures, no rendezvous handshake (GFSHIM_RENDEZVOUS_US=0, SimGrid
+# models none) and a reduction that costs nothing (GFSHIM_REDUCE_GBPS=1e9).
 #
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv),
 # then a markdown table of the points run now on stdout.
@@ -36,8 +38,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 platform=ethernet_10g ranks="64" sizes="1M 16M 64M" shim_algos="ring torus2d auto"
 smpi_algos="ompi mpich lr rab_rdb smp_rsag_lr ompi_ring_segmented" parallel=2
 out=$root/bench/results/sim_scale.tsv
-table_only=""
-while getopts "p:n:s:a:m:j:o:t:" opt; do
+table_only="" limit=3600
+while getopts "p:n:s:a:m:j:o:t:l:" opt; do
   case $opt in
     p) platform=$OPTARG ;;
     n) ranks=$OPTARG ;;
@@ -47,6 +49,7 @@ while getopts "p:n:s:a:m:j:o:t:" opt; do
     j) parallel=$OPTARG ;;
     o) out=$OPTARG ;;
     t) table_only=$OPTARG ;;
+    l) limit=$OPTARG ;;
     *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
@@ -70,6 +73,7 @@ for f in "$bench_dir/allreduce_bench_shim" "$bench_dir/allreduce_bench_native" "
   [[ -x $f ]] || { echo "scale.sh: $f is missing (build it first)" >&2; exit 2; }
 done
 mkdir -p "$(dirname "$out")"
+if [[ -z ${TMPDIR:-} && -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
 
 bytes_of() {
   local v=${1%[KMG]}
@@ -93,7 +97,7 @@ one() {
   fi
   local started; started=$(date +%s.%N)
   local cmd=("$root/tests/smpi/run_simulated.sh" --smpirun smpirun --platform "$xml" --np "$np"
-             --ranks-per-host "$per_node" --time-limit 3600 "${envs[@]+"${envs[@]}"}"
+             --ranks-per-host "$per_node" --time-limit "$limit" "${envs[@]+"${envs[@]}"}"
              --cfg smpi/coll-selector:ompi "${cfgs[@]}"
              --cfg smpi/auto-shared-malloc-thresh:65536 --cfg smpi/shared-malloc-blocksize:67108864
              -- "$program" -b "$bytes" -e "$bytes" -n 1 -w 1 -r 1)
@@ -111,7 +115,7 @@ one() {
     "$time_us" "$chosen" "$wall"
 }
 export -f one bytes_of
-export root platform per_node inter_gbps inter_us intra_gbps intra_us xml bench_dir
+export root platform per_node inter_gbps inter_us intra_gbps intra_us xml bench_dir limit
 
 # The table: per point, every algorithm's time, its share of the node's link limit
 # (each node moves 2(nodes-1)/nodes of the buffer in and out through one link), and the model's

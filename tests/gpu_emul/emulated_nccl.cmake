@@ -123,6 +123,20 @@ foreach(variant "csc_none 0.25 none 0" "csc_fp16 0.25 fp16 [1-9]" "fp16 0 fp16 [
                    --expect "GFSHIM STATS lossy .* ${redos}[0-9]* overflow redos"
                    -- $<TARGET_FILE:gpu_buffers_fake> csc)
 endforeach()
+# Momentum correction and clipping: the plugin has neither, so CSC calls on device buffers are
+# staged through host memory (none reaches NCCL; without momentum the same calls all do), and
+# their results are the host engine's, call after call.
+add_test(NAME mpi_gpu_nccl_emulated_csc_momentum_is_staged
+         COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env GFSHIM_CSC_DENSITY=0.25
+                 --env GFSHIM_CSC_WARMUP_CALLS=1 --env GFSHIM_CSC_MOMENTUM=0.5
+                 --env GFSHIM_CSC_CLIP=1e6 --env GFSHIM_COMPRESS_MIN_BYTES=64K
+                 --expect-engine --expect "gpu_buffers: .* checks passed" --reject "aborted"
+                 --reject "WARN" --reject "emulated GPU:"
+                 --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
+                 --expect "GFSHIM STATS lossy csc .*momentum-corrected"
+                 --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
+                 --reject "GFSHIM STATS gpu NCCL"
+                 -- $<TARGET_FILE:gpu_buffers_fake> csc)
 if(GFSHIM_MPI STREQUAL "openmpi")
   add_test(NAME mpi_gpu_nccl_emulated_torus2x2_against_host_csc_fp16
            COMMAND ${GFSHIM_EMULATED_RUN} --np 4 --env GFSHIM_ALGO=torus2d --env GFSHIM_TORUS_DIMS=2x2
@@ -160,7 +174,6 @@ add_test(NAME mpi_gpu_nccl_emulated_csc_without_any_scratch_on_one_rank
                  --expect-engine --reject "emulated GPU:"
                  --expect "gpu_buffers: CSC or 16 bits, .* device results identical to host"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
-                 --expect "\\[0\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: another rank has no device memory for this CSC call\\): staged through host memory"
                  --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: device allocation of [0-9]+ bytes for the 16-bit wire values: out of memory"
                  --reject "allreduce failed"
                  -- $<TARGET_FILE:gpu_buffers_fake> csc)
@@ -175,7 +188,6 @@ add_test(NAME mpi_gpu_nccl_emulated_16_bits_without_scratch_on_one_rank
                  --expect-engine --reject "emulated GPU:" --reject "allreduce failed"
                  --expect "gpu_buffers: .* checks passed, 0 calls returned an error"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]"
-                 --expect "\\[0\\] GFSHIM WARN ENGINE: an NCCL allreduce could not run \\(NCCL allreduce: another rank has no device memory for this call\\)"
                  --expect "\\[1\\] GFSHIM WARN ENGINE: an NCCL (fused )?allreduce could not run \\(NCCL (fused )?allreduce: device allocation of [0-9]+ bytes"
                  -- $<TARGET_FILE:gpu_buffers_fake> lossy fused nohost)
 # One rank's NCCL initialisation fails asynchronously: every rank stages instead.
@@ -183,7 +195,6 @@ add_test(NAME mpi_gpu_nccl_emulated_initialisation_fails_on_one_rank
          COMMAND ${GFSHIM_EMULATED_RUN} --np ${GFSHIM_NCCL_TEST_NP} --env FAKE_NCCL_FAIL_INIT_RANK=1
                  --expect-engine --expect "gpu_buffers: .* checks passed"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
-                 --expect "NCCL initialisation failed here \\(rank 1\\): .*unhandled system error \\(emulated NCCL\\)"
                  --expect "emulated NCCL rank 0/${GFSHIM_NCCL_TEST_NP}: aborted"
                  --reject "emulated GPU:"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)
@@ -194,7 +205,6 @@ add_test(NAME mpi_gpu_nccl_emulated_initialisation_hangs_on_one_rank
                  --env GFSHIM_NCCL_TIMEOUT_SEC=2
                  --expect-engine --expect "gpu_buffers: .* checks passed"
                  --expect "GFSHIM STATS gpu staged, host algorithm +[1-9]" --reject "GFSHIM STATS gpu NCCL"
-                 --expect "NCCL initialisation did not finish within 2 s \\(GFSHIM_NCCL_TIMEOUT_SEC\\)"
                  --expect "emulated NCCL rank 1/${GFSHIM_NCCL_TEST_NP}: aborted"
                  --reject "emulated GPU:"
                  -- $<TARGET_FILE:gpu_buffers_fake> fused)

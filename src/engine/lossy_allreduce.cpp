@@ -208,15 +208,22 @@ uint64_t mixStamp(uint64_t hash, uint64_t value) {
 }
 
 // The gradient output's agreement (see lossy_allreduce.h): every rank's entries last delivered in
-// the same call, or every rank forgets what they delivered.
-Status agreeOnDelivered(const std::vector<CscResidual*>& parts, CscResidual& residual,
+// the same call, or every rank forgets what they delivered. Collective on every call with that
+// output, so a rank without an entry for the call (residual null: the cap, or no memory) takes
+// part too, with a stamp no entry has: every rank then hands back the whole update, which is the
+// dense sum that rank gets.
+Status agreeOnDelivered(const std::vector<CscResidual*>& parts, CscResidual* residual,
                         const LossyTarget& target, LossyState& state) {
-  uint64_t stamps = 0;
-  for (const CscResidual* part : parts) stamps = mixStamp(stamps, part->deliveredStamp);
+  constexpr uint64_t kNoEntry = ~uint64_t{0};
+  uint64_t stamps = kNoEntry;
+  if (residual != nullptr) {
+    stamps = 0;
+    for (const CscResidual* part : parts) stamps = mixStamp(stamps, part->deliveredStamp);
+  }
   bool equal = false;
   GFSHIM_RETURN_IF_ERROR(target.agreeEqual(stamps, &equal));
-  if (equal) return Status::ok();
-  std::fill(residual.delivered.get(), residual.delivered.get() + residual.count, 0.0f);
+  if (equal || residual == nullptr) return Status::ok();
+  std::fill(residual->delivered.get(), residual->delivered.get() + residual->count, 0.0f);
   if (!state.deliveredWarned) {
     GFSHIM_WARN(kEngine,
                 "GFSHIM_CSC_MOMENTUM_OUTPUT=gradient: the ranks reduced different buffers (or a new "
@@ -321,16 +328,20 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
     if (input == nullptr) {
       return Status::error(StatusCode::kOutOfMemory, "cannot allocate the clipped input");
     }
-    const bool handsBackGradient = residual != nullptr && residual->delivered != nullptr;
+    const CscParams params = cscParamsOf(settings);
+    // An agreed setting, so every rank runs the agreement (cscArraysPerElement: 3 arrays).
+    const bool handsBackGradient = cscArraysPerElement(params) == 3;
     if (handsBackGradient) {
-      GFSHIM_RETURN_IF_ERROR(agreeOnDelivered(parts, *residual, target, state));
+      GFSHIM_RETURN_IF_ERROR(agreeOnDelivered(parts, residual, target, state));
     }
     EngineCscDense dense(plan, settings, target, state);
     CscOutcome outcome;
-    const Status status = cscAllreduce(cscParamsOf(settings), residual, input, recv, count, dense,
-                                       state.csc, &outcome);
+    const Status status =
+        cscAllreduce(params, residual, input, recv, count, dense, state.csc, &outcome);
     ++state.sparseCalls;
-    if (handsBackGradient) stampDelivered(parts, state.sparseCalls, status.isOk());
+    if (handsBackGradient && residual != nullptr) {
+      stampDelivered(parts, state.sparseCalls, status.isOk());
+    }
     if (residual == &state.bucketResidual) scatterResidual(*residual, callsBefore, parts);
     GFSHIM_RETURN_IF_ERROR(status);
     record->redone = dense.redone;

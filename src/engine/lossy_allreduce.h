@@ -25,8 +25,8 @@
 // last call delivered: identical on every rank only if every rank's entries last delivered in the
 // same call. Each entry is stamped with (sparse call number, its place in the call), and every
 // call with that output first agrees that all ranks' stamps are equal; where they are not (a rank
-// reduced another buffer, or a new one, for this gradient) every rank forgets D_prev, and the
-// shim says so once.
+// reduced another buffer, or a new one, for this gradient, or has no entry for it) every rank
+// forgets D_prev, and the shim says so once.
 //
 // Residuals: one per user buffer, keyed by (address, count) in the communicator's LossyState
 // (the store dies with the communicator). A fused bucket names one buffer per operation: their

@@ -241,7 +241,9 @@ void stampDelivered(const std::vector<CscResidual*>& parts, uint64_t call, bool 
 }
 
 // The input of a sparse call with GFSHIM_CSC_CLIP: each key's part scaled to its limit, in the
-// state's scratch; `send` itself when no part needs scaling. nullptr: out of memory.
+// state's scratch; `send` itself when no part needs scaling, or (one WARN) when there is no memory
+// for the scratch: the peers are about to run the call's collectives, so this rank runs it
+// unclipped rather than fail alone.
 const float* clippedInput(const Settings& settings, int ranks, const float* send, size_t count,
                           const std::vector<ResidualKey>& keys, LossyState& state) {
   if (!(settings.cscClip > 0)) return send;
@@ -257,7 +259,14 @@ const float* clippedInput(const Settings& settings, int ranks, const float* send
   }
   if (!any) return send;
   auto* clipped = reinterpret_cast<float*>(state.clipped.reserve(count * sizeof(float)));
-  if (clipped == nullptr) return nullptr;
+  if (clipped == nullptr) {
+    if (!state.clipWarned) {
+      GFSHIM_WARN(kEngine, "no memory to clip a %zu-element input (GFSHIM_CSC_CLIP): sent unclipped",
+                  count);
+      state.clipWarned = true;
+    }
+    return send;
+  }
   offset = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
     for (size_t i = offset; i < offset + keys[k].count; ++i) clipped[i] = scales[k] * send[i];
@@ -325,9 +334,6 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
     CscResidual* residual = residualFor(keys, count, state, &parts);
     const int64_t callsBefore = residual != nullptr ? residual->callsSeen : 0;
     const float* input = clippedInput(settings, target.transport.size(), send, count, keys, state);
-    if (input == nullptr) {
-      return Status::error(StatusCode::kOutOfMemory, "cannot allocate the clipped input");
-    }
     const CscParams params = cscParamsOf(settings);
     // An agreed setting, so every rank runs the agreement (cscArraysPerElement: 3 arrays).
     const bool handsBackGradient = cscArraysPerElement(params) == 3;

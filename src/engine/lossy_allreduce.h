@@ -67,6 +67,7 @@ struct LossyState {
   uint64_t calls = 0;          // lossy calls so far: shadow mode's clock, the same on all ranks
   uint64_t sparseCalls = 0;    // sparse-mode calls so far, the same on all ranks
   bool deliveredWarned = false;
+  bool clipWarned = false;
   bool capWarned = false;
 };
 

@@ -241,9 +241,13 @@ CscResidual* CscResidualStore::findOrCreate(uint64_t commId, uintptr_t address, 
   return book_.add(key, std::move(entry));
 }
 
+bool cscHandsBackGradient(const CscParams& params) {
+  return params.momentum > 0 && params.momentumOutput == CscMomentumOutput::kGradient;
+}
+
 int cscArraysPerElement(const CscParams& params) {
   if (!(params.momentum > 0)) return 1;
-  return params.momentumOutput == CscMomentumOutput::kGradient ? 3 : 2;
+  return cscHandsBackGradient(params) ? 3 : 2;
 }
 
 void CscResidualStore::dropComm(uint64_t commId) {

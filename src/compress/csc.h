@@ -172,6 +172,9 @@ class CscResidualStore {
   int arrays_;
 };
 
+// Momentum correction with CscMomentumOutput::kGradient: calls with an entry hand back
+// D - m * D_prev, and entries keep what they delivered.
+bool cscHandsBackGradient(const CscParams& params);
 // The floats a residual entry keeps per element under `params`: 1, 2 with momentum correction, 3
 // when it also hands back the optimizer's gradient.
 int cscArraysPerElement(const CscParams& params);

@@ -107,8 +107,7 @@ Status runCscSteps(const CscParams& params, size_t count, CscBackend& backend,
       status = sparseSteps(shape, backend, &result.elementsSent);
     }
   }
-  if (status.isOk() && shape.momentum > 0 &&
-      params.momentumOutput == CscMomentumOutput::kGradient) {
+  if (status.isOk() && shape.momentum > 0 && cscHandsBackGradient(params)) {
     status = backend.momentumToGradient(shape);
   }
   if (status.isOk()) status = backend.finish(sparse);

@@ -319,7 +319,8 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
   target.transport.operationStarted(
       {plan.lossy.sparse ? "sparse (CSC) allreduce" : "compressed allreduce",
        static_cast<int64_t>(count), DType::kFloat32, RedOp::kSum});
-  const bool shadow = settings.shadowEvery > 0 && ++state.calls % settings.shadowEvery == 0;
+  ++state.calls;
+  const bool shadow = settings.shadowEvery > 0 && state.calls % settings.shadowEvery == 0;
   float* exact = nullptr;
   if (shadow) {
     exact = reinterpret_cast<float*>(state.exact.reserve(count * sizeof(float)));
@@ -335,8 +336,8 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
     const int64_t callsBefore = residual != nullptr ? residual->callsSeen : 0;
     const float* input = clippedInput(settings, target.transport.size(), send, count, keys, state);
     const CscParams params = cscParamsOf(settings);
-    // An agreed setting, so every rank runs the agreement (cscArraysPerElement: 3 arrays).
-    const bool handsBackGradient = cscArraysPerElement(params) == 3;
+    // An agreed setting, so every rank runs the agreement.
+    const bool handsBackGradient = cscHandsBackGradient(params);
     if (handsBackGradient) {
       GFSHIM_RETURN_IF_ERROR(agreeOnDelivered(parts, residual, target, state));
     }
@@ -344,9 +345,8 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
     CscOutcome outcome;
     const Status status =
         cscAllreduce(params, residual, input, recv, count, dense, state.csc, &outcome);
-    ++state.sparseCalls;
     if (handsBackGradient && residual != nullptr) {
-      stampDelivered(parts, state.sparseCalls, status.isOk());
+      stampDelivered(parts, state.calls, status.isOk());
     }
     if (residual == &state.bucketResidual) scatterResidual(*residual, callsBefore, parts);
     GFSHIM_RETURN_IF_ERROR(status);

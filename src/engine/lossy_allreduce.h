@@ -23,7 +23,7 @@
 //
 // Momentum correction's gradient output hands back D - m * D_prev, with D_prev what the entry's
 // last call delivered: identical on every rank only if every rank's entries last delivered in the
-// same call. Each entry is stamped with (sparse call number, its place in the call), and every
+// same call. Each entry is stamped with (lossy call number, its place in the call), and every
 // call with that output first agrees that all ranks' stamps are equal; where they are not (a rank
 // reduced another buffer, or a new one, for this gradient, or has no entry for it) every rank
 // forgets D_prev, and the shim says so once.
@@ -64,8 +64,8 @@ struct LossyState {
   Workspace inputCopy;         // an in-place compressed call's input, for the overflow redo
   Workspace exact;             // shadow mode's exact result
   Workspace clipped;           // the input of a sparse call scaled by GFSHIM_CSC_CLIP
-  uint64_t calls = 0;          // lossy calls so far: shadow mode's clock, the same on all ranks
-  uint64_t sparseCalls = 0;    // sparse-mode calls so far, the same on all ranks
+  uint64_t calls = 0;          // lossy calls so far, the same on all ranks: shadow mode's clock
+                               // and the stamps of what entries delivered
   bool deliveredWarned = false;
   bool clipWarned = false;
   bool capWarned = false;

@@ -12,7 +12,7 @@ cluster=$root/bench/emulated_cluster.sh
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
 "$cluster" up --nodes 4 --rate 1gbit >/dev/null
 # UCX reports a veth's nominal speed (9.5 Gbit/s), not the emulated link's: tell the cost model,
-# as a user of a rate-limited network would (README, "Topology and the cost model"). With 9.5 it
+# as a user of a rate-limited network would (docs/calls.md, *Topology and the cost model*). With 9.5 it
 # predicts a lone MPI_Iallreduce faster as Open MPI's own up to 671K instead of 84K, and sends
 # ResNet-50's mid-size gradients there instead of fusing them (1.54-1.60 s a step, not 1.37).
 export GFSHIM_INTER_GBPS=${GFSHIM_INTER_GBPS:-1}

@@ -293,7 +293,7 @@ void loadConfig() {
 }
 
 // Calls mode: the MPI's progress loop drives the fused calls. Without a hook (MPICH) only the
-// shim's own hooks do (Wait*, Test*, the allreduces), which the README warns about.
+// shim's own hooks do (Wait*, Test*, the allreduces), which docs/calls.md warns about.
 void registerProgressHook(Runtime& rt) {
   if (!rt.settings.progressInCalls) return;
   const ProgressRegistration hook = progressHook("opal_progress_register");

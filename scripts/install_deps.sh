@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages libgfshim needs to build, test and run its examples.
+# Installs the Debian 12 packages libgfshim needs. usage: install_deps.sh [demo|all]
+#   demo  what the main job (scripts/demo.sh) builds and runs: compiler, CMake, Open MPI, hwloc,
+#         UCX, zlib, the Fashion-MNIST dataset, iproute2 for the emulated cluster
+#   all   (default) also MPICH, GoogleTest, SimGrid, Python with mpi4py/numpy/PyTorch, clang for
+#         the sanitizers and fuzzing: everything the tests, benchmarks and examples use
 # CUDA/NCCL (optional) are not Debian packages; the build uses /usr/local/cuda when present.
 set -euo pipefail
+profile=${1:-all}
 packages=(
   build-essential cmake pkg-config
-  openmpi-bin libopenmpi-dev mpich libmpich-dev
-  libgtest-dev googletest
+  openmpi-bin libopenmpi-dev
   libhwloc-dev libucx-dev
-  libsimgrid-dev
-  python3 python3-mpi4py python3-numpy
   zlib1g-dev dataset-fashion-mnist
   iproute2 util-linux
-  clang libclang-rt-14-dev llvm
 )
+case $profile in
+  demo) ;;
+  all) packages+=(
+         mpich libmpich-dev
+         libgtest-dev googletest
+         libsimgrid-dev
+         python3 python3-mpi4py python3-numpy python3-torch python3-torchvision
+         clang libclang-rt-14-dev llvm) ;;
+  *) echo "install_deps.sh: profile must be demo or all, not '$profile'" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,7 +6,8 @@
 //                                  value came from, its default and its doc. Under mpirun (or
 //                                  mpiexec) it detects the topology collectively, exactly as the
 //                                  shim does, and rank 0 prints the agreed multi-rank view.
-//   gfshim-info --params-markdown  the README's parameter table, generated from params.def
+//   gfshim-info --params-markdown  the parameter table of docs/parameters.md, from params.def
+//   gfshim-info --help             a short usage text
 //   gfshim-info --model --ranks-per-node X --nodes Y --bytes N [--inter-gbps G]
 //               [--inter-latency-us L] [--intra-gbps G] [--intra-latency-us L]
 //               [--oversubscribed yes|no] [--reduce-gbps R] [--rendezvous-us H]
@@ -271,6 +272,25 @@ constexpr const char* kUsage =
     "[--intra-latency-us L]\n"
     "                   [--oversubscribed yes|no] [--reduce-gbps R] [--rendezvous-us H]]\n";
 
+// --help: the modes above, in short, then kUsage.
+constexpr const char* kHelp =
+    "gfshim-info: what this build of libgfshim can do and how it is configured\n"
+    "\n"
+    "  gfshim-info                    version, build features, topology, what GFSHIM_ALGO=auto\n"
+    "                                 chooses per message size, and every parameter with its\n"
+    "                                 value and origin; under mpirun/mpiexec the view the ranks\n"
+    "                                 agree on, printed by rank 0\n"
+    "  gfshim-info --params-markdown  the table of docs/parameters.md (from params.def)\n"
+    "  gfshim-info --model ...        predicted time and latency steps of ring, 2D torus,\n"
+    "                                 hierarchical and recursive doubling for a cluster shape;\n"
+    "                                 defaults: 64M bytes, 10 Gbit/s 5 us between nodes,\n"
+    "                                 100 Gbit/s 1 us inside one, reduction 80 Gbit/s,\n"
+    "                                 rendezvous 6 us\n"
+    "  gfshim-info --help             this text\n"
+    "\n"
+    "It reads the same GFSHIM_* environment and GFSHIM_CONFIG file as the shim.\n"
+    "\n";
+
 int printModel(int argc, char** argv) {
   gfshim::ClusterShape shape;
   shape.interNode = {5e-6, 10e9 / 8};   // 10 Gbit/s, 5 us
@@ -377,6 +397,10 @@ int printModel(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("%s%s", kHelp, kUsage);
+    return 0;
+  }
   if (argc == 2 && std::strcmp(argv[1], "--params-markdown") == 0) {
     printMarkdown();
     return 0;

@@ -1321,7 +1321,7 @@ static void invalid_args(const commi_t* C, const commi_t* inter) {
         /* MPICH 4.0 under MPI_THREAD_MULTIPLE (what the shim asks for when fusion is on) answers
          * an MPI_IN_PLACE Iallreduce on an intercommunicator with MPI_ERR_OP from the test's own
          * PMPI call and MPI_ERR_BUFFER from the identical call the shim passes through, on np >=
-         * 3; both reject it. Not explained yet (README, known limitations). */
+         * 3; both reject it. Not explained yet (docs/limitations.md). */
         const int mpichIntercommInPlace =
             api != API_BLOCK && E[e].sb == MPI_IN_PLACE && E[e].C == inter;
 #else

@@ -1,4 +1,4 @@
-/* Erroneous and extreme calls a user may make, run under the shim (the README's bad-input
+/* Erroneous and extreme calls a user may make, run under the shim (docs/bad-input.md's
  * catalogue). usage: bad_calls MODE
  *   zero-null          count 0 with NULL buffers (blocking and nonblocking): MPI_SUCCESS, as the
  *                      MPI gives

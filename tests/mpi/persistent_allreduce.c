@@ -1,6 +1,6 @@
 /*
  * persistent_allreduce: MPI-4's persistent allreduce (MPI_Allreduce_init; Open MPI 4.1 has it as
- * MPIX_Allreduce_init) under the shim, which does not intercept it (README, "Known limitations"):
+ * MPIX_Allreduce_init) under the shim, which does not intercept it (docs/limitations.md):
  * the request is started six times with new inputs, each time between a blocking MPI_Allreduce
  * and a burst of MPI_Iallreduce calls that the shim runs on the same communicator, and every
  * result is compared with the exact integer sum. Prints "persistent_allreduce: N checks passed,

@@ -20,7 +20,7 @@ set(GFSHIM_TOOL_VARIANTS "fusion1:1:64K:auto:7" "fusion0:0:64K:auto:7" "fused_th
 if(GFSHIM_MPI STREQUAL "openmpi")
   list(APPEND GFSHIM_TOOL_VARIANTS "fused_calls:1:0:calls:0")
 else()
-  # MPICH has no progress hook: progress in calls is only on request, with a warning (README).
+  # MPICH has no progress hook: progress in calls is only on request, with a warning (docs/calls.md).
   add_test(NAME mpi_progress_calls_without_a_progress_hook_warns
            COMMAND ${GFSHIM_RUN} --shim $<TARGET_FILE:gfshim>:$<TARGET_FILE:counting_tool> --np 2
                    ${GFSHIM_TOOL_ENV} --env GFSHIM_PROGRESS=calls --env GFSHIM_FUSION_MIN_BYTES=0

@@ -17,7 +17,8 @@ frameworks (Horovod, PyTorch DDP) do it:
     untouched until Waitall: MPI may read them at any time until then.
 
 Data: the gzipped IDX files of the Debian package ``dataset-fashion-mnist``
-(/usr/share/datasets/fashion-mnist), or --data DIR with the same four files.
+(/usr/share/datasets/fashion-mnist), or --data DIR with the same four files, read by
+fashion_mnist_data.py beside this file.
 Needs only Debian's python3-numpy and python3-mpi4py, so run it with
 /usr/bin/python3:
 
@@ -48,25 +49,15 @@ every rank (SHA-256 of all parameters, compared across ranks).  --json FILE
 also writes all of it, with the configuration and that SHA-256, to FILE.
 """
 import argparse
-import gzip
 import hashlib
 import json
-import os
-import struct
-import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
-DATA_PACKAGE = "dataset-fashion-mnist"
-IDX_IMAGES_MAGIC = 0x00000803  # unsigned byte, 3 dimensions
-IDX_LABELS_MAGIC = 0x00000801  # unsigned byte, 1 dimension
-NUM_CLASSES = 10
-# mean and standard deviation of Fashion-MNIST's training pixels, scaled to [0, 1]
-PIXEL_MEAN = 0.2860
-PIXEL_STD = 0.3530
+from fashion_mnist_data import (DEFAULT_DATA_DIR, NUM_CLASSES, batch_per_epoch, load_dataset,
+                                normalized)
 
 
 def parse_args():
@@ -109,73 +100,9 @@ def parse_args():
     return args
 
 
-def batch_per_epoch(schedule, batch, epochs):
-    """Global batch size of every epoch from a schedule like "256:2,512"
-    (the last entry's epoch count may be left out: it lasts to the end)."""
-    if schedule is None:
-        phases = [(batch, epochs)]
-    else:
-        phases = []
-        entries = schedule.split(",")
-        for position, entry in enumerate(entries):
-            size, _, count = entry.partition(":")
-            if not count and position < len(entries) - 1:
-                raise ValueError("only the last entry may omit ':EPOCHS'")
-            phases.append((int(size), int(count) if count else epochs))
-    batches = [size for size, count in phases for _ in range(count)][:epochs]
-    batches += [phases[-1][0]] * (epochs - len(batches))
-    if min(batches) < 1:
-        raise ValueError("batch sizes must be positive")
-    return batches
-
-
-def read_idx(path, magic):
-    """The array stored in a gzipped IDX file of unsigned bytes."""
-    with gzip.open(path, "rb") as stream:
-        raw = stream.read()
-    ndim = magic & 0xFF
-    found = struct.unpack(">I", raw[:4])[0] if len(raw) >= 4 else None
-    if found != magic or len(raw) < 4 + 4 * ndim:
-        raise ValueError("%s: magic number %s, expected 0x%08x (IDX, unsigned bytes, %d dims)"
-                         % (path, "missing" if found is None else "0x%08x" % found, magic, ndim))
-    shape = struct.unpack(">%dI" % ndim, raw[4:4 + 4 * ndim])
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != np.prod(shape):
-        raise ValueError("%s: %d bytes of data for shape %s" % (path, data.size, shape))
-    return data.reshape(shape)
-
-
-def load_split(data_dir, split):
-    """(images as uint8 [N, 784], labels as int64 [N]) of "train" or "t10k"."""
-    images = read_idx(os.path.join(data_dir, split + "-images-idx3-ubyte.gz"), IDX_IMAGES_MAGIC)
-    labels = read_idx(os.path.join(data_dir, split + "-labels-idx1-ubyte.gz"), IDX_LABELS_MAGIC)
-    if len(images) != len(labels):
-        raise ValueError("%s: %d images but %d labels" % (split, len(images), len(labels)))
-    return images.reshape(len(images), -1), labels.astype(np.int64)
-
-
-def load_dataset(comm, data_dir):
-    """Train and test splits; every rank reads them, and all exit together on an error."""
-    try:
-        dataset = load_split(data_dir, "train"), load_split(data_dir, "t10k")
-        error = None
-    except FileNotFoundError as err:
-        error = ("Fashion-MNIST not found: %s. Install the Debian package %s "
-                 "(apt-get install %s) or pass --data DIR." % (err, DATA_PACKAGE, DATA_PACKAGE))
-    except (OSError, ValueError) as err:
-        error = "cannot read Fashion-MNIST: %s" % err
-    errors = [e for e in comm.allgather(error) if e is not None]
-    if errors:
-        if comm.Get_rank() == 0:
-            print("error: " + errors[0], file=sys.stderr)
-        sys.exit(1)
-    return dataset
-
-
 def to_input(images):
-    """uint8 pixels -> normalized float32 network input."""
-    return (images.astype(np.float32) * np.float32(1 / 255) - np.float32(PIXEL_MEAN)) \
-        * np.float32(1 / PIXEL_STD)
+    """uint8 pixels [N, 28, 28] -> normalized float32 network input [N, 784]."""
+    return normalized(images).reshape(len(images), -1)
 
 
 def init_params(layer_sizes, seed):
@@ -267,7 +194,7 @@ def main():
         train_labels = train_labels[:args.train_samples]
     num_train = len(train_images)
 
-    layer_sizes = [train_images.shape[1]] + args.hidden_sizes + [NUM_CLASSES]
+    layer_sizes = [train_images[0].size] + args.hidden_sizes + [NUM_CLASSES]
     params = init_params(layer_sizes, args.seed)
     velocities = [(np.zeros_like(w), np.zeros_like(b)) for w, b in params]
     if rank == 0:

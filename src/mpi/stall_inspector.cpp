@@ -46,7 +46,9 @@ OperationLabel WaitState::label() const {
 
 namespace {
 
-constexpr int kGraceTicks = 2;
+// Ticks a rank waits for its peers' answers before it reports without them. Peers answer on their
+// own watchdog's tick, which a loaded machine (ranks outnumbering cores) can delay by several.
+constexpr int kGraceTicks = 4;
 
 // One watched wait state and the watchdog's progress on it.
 struct Watched {

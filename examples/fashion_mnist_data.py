@@ -1,5 +1,5 @@
-"""Fashion-MNIST and the batch schedule, shared by the Python training examples
-(fashion_mnist_train.py: numpy MLP; pytorch_train.py: PyTorch ResNet).
+"""Fashion-MNIST, the common command-line options and the batch schedule, shared by the Python
+training examples (fashion_mnist_train.py: numpy MLP; pytorch_train.py: PyTorch ResNet).
 
 Data: the gzipped IDX files of the Debian package ``dataset-fashion-mnist``. Every rank reads
 them; a missing or damaged file ends every rank with exit status 2 and one message.
@@ -19,6 +19,40 @@ NUM_CLASSES = 10
 # Mean and standard deviation of the training pixels (in [0, 1]).
 PIXEL_MEAN = 0.2860
 PIXEL_STD = 0.3530
+
+
+def add_training_options(parser):
+    """The options both examples take: data, epochs, seed, batch size and schedule, learning rate,
+    momentum, label smoothing, training samples, JSON output."""
+    parser.add_argument("--data", default=DEFAULT_DATA_DIR,
+                        help="directory with the gzipped IDX files (default: %(default)s)")
+    parser.add_argument("--epochs", type=int, default=2, help="default: %(default)s")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the initial weights and of the shuffles "
+                             "(default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=128,
+                        help="global batch size, split across the ranks (default: %(default)s)")
+    parser.add_argument("--batch-schedule", default=None,
+                        help='batch sizes per epoch, e.g. "128:2,256" = 128 for 2 epochs, then '
+                             '256; overrides --batch, learning rate scaled linearly')
+    parser.add_argument("--lr", type=float, default=0.05,
+                        help="learning rate at the first batch size (default: %(default)s)")
+    parser.add_argument("--momentum", type=float, default=0.9, help="default: %(default)s")
+    parser.add_argument("--label-smoothing", type=float, default=0.0,
+                        help="label smoothing epsilon, 0 = off (default: %(default)s)")
+    parser.add_argument("--train-samples", type=int, default=0,
+                        help="train on the first N of the 60000 training images, "
+                             "0 = all (default: %(default)s)")
+    parser.add_argument("--json", metavar="FILE", default=None,
+                        help="also write the configuration and results to FILE (rank 0)")
+
+
+def set_epoch_batches(parser, args):
+    """args.epoch_batches from --batch-schedule or --batch; a bad schedule is a usage error."""
+    try:
+        args.epoch_batches = batch_per_epoch(args.batch_schedule, args.batch, args.epochs)
+    except ValueError as err:
+        parser.error("--batch-schedule: %s" % err)
 
 
 def batch_per_epoch(schedule, batch, epochs):

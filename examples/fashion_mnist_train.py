@@ -56,34 +56,16 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from fashion_mnist_data import (DEFAULT_DATA_DIR, NUM_CLASSES, batch_per_epoch, load_dataset,
-                                normalized)
+from fashion_mnist_data import (NUM_CLASSES, add_training_options, load_dataset, normalized,
+                                set_epoch_batches)
 
 
 def parse_args():
     parser = argparse.ArgumentParser(
         description="Data-parallel numpy MLP training on Fashion-MNIST (mpi4py).")
-    parser.add_argument("--data", default=DEFAULT_DATA_DIR,
-                        help="directory with the gzipped IDX files (default: %(default)s)")
-    parser.add_argument("--epochs", type=int, default=2, help="default: %(default)s")
-    parser.add_argument("--batch", type=int, default=128,
-                        help="global batch size, split across the ranks (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=0.05,
-                        help="learning rate at the first batch size (default: %(default)s)")
-    parser.add_argument("--momentum", type=float, default=0.9, help="default: %(default)s")
+    add_training_options(parser)
     parser.add_argument("--hidden", default="256,128",
                         help="sizes of the two hidden layers (default: %(default)s)")
-    parser.add_argument("--label-smoothing", type=float, default=0.0,
-                        help="label smoothing epsilon, 0 = off (default: %(default)s)")
-    parser.add_argument("--batch-schedule", default=None,
-                        help='batch sizes per epoch, e.g. "256:2,512" = 256 for 2 epochs, then '
-                             '512; overrides --batch, learning rate scaled linearly')
-    parser.add_argument("--train-samples", type=int, default=0,
-                        help="train on the first N of the 60000 training images, "
-                             "0 = all (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=1, help="default: %(default)s")
-    parser.add_argument("--json", metavar="FILE", default=None,
-                        help="also write the configuration and results to FILE (rank 0)")
     args = parser.parse_args()
     try:
         args.hidden_sizes = [int(h) for h in args.hidden.split(",")]
@@ -91,10 +73,7 @@ def parse_args():
             raise ValueError
     except ValueError:
         parser.error("--hidden must be two positive integers, e.g. 512,256")
-    try:
-        args.epoch_batches = batch_per_epoch(args.batch_schedule, args.batch, args.epochs)
-    except ValueError as err:
-        parser.error("--batch-schedule: %s" % err)
+    set_epoch_batches(parser, args)
     if args.epochs < 1 or args.train_samples < 0 or not 0 <= args.label_smoothing < 1:
         parser.error("need --epochs >= 1, --train-samples >= 0, 0 <= --label-smoothing < 1")
     return args

@@ -69,8 +69,8 @@ import torch
 from mpi4py import MPI
 from torch import nn
 
-from fashion_mnist_data import (DEFAULT_DATA_DIR, NUM_CLASSES, batch_per_epoch, load_dataset,
-                                normalized)
+from fashion_mnist_data import (NUM_CLASSES, add_training_options, load_dataset, normalized,
+                                set_epoch_batches)
 
 EVAL_BATCH = 500
 
@@ -80,37 +80,17 @@ EVAL_BATCH = 500
 def parse_args():
     parser = argparse.ArgumentParser(
         description="Data-parallel PyTorch ResNet training on Fashion-MNIST over mpi4py.")
-    parser.add_argument("--data", default=DEFAULT_DATA_DIR,
-                        help="directory with the gzipped IDX files (default: %(default)s)")
-    parser.add_argument("--epochs", type=int, default=2, help="default: %(default)s")
-    parser.add_argument("--seed", type=int, default=1,
-                        help="seed of the initial weights and of the shuffles "
-                             "(default: %(default)s)")
-    parser.add_argument("--batch", type=int, default=128,
-                        help="global batch size, split across the ranks (default: %(default)s)")
-    parser.add_argument("--batch-schedule", default=None,
-                        help='batch sizes per epoch, e.g. "128:2,256" = 128 for 2 epochs, then '
-                             '256; overrides --batch, learning rate scaled linearly')
-    parser.add_argument("--lr", type=float, default=0.05,
-                        help="learning rate at the first batch size (default: %(default)s)")
-    parser.add_argument("--momentum", type=float, default=0.9, help="default: %(default)s")
+    add_training_options(parser)
     parser.add_argument("--weight-decay", type=float, default=1e-4,
                         help="L2 penalty on the weights, not biases or BatchNorm "
                              "(default: %(default)s)")
-    parser.add_argument("--label-smoothing", type=float, default=0.0,
-                        help="label smoothing epsilon, 0 = off (default: %(default)s)")
     parser.add_argument("--channels", default="16,32",
                         help="widths of the 28x28/14x14 and the 7x7 stages (default: %(default)s)")
     parser.add_argument("--fc", type=int, default=256,
                         help="width of the hidden fully connected layer (default: %(default)s)")
-    parser.add_argument("--train-samples", type=int, default=0,
-                        help="train on the first N of the 60000 training images, "
-                             "0 = all (default: %(default)s)")
     parser.add_argument("--test-samples", type=int, default=0,
                         help="test on the first N of the 10000 test images, "
                              "0 = all (default: %(default)s)")
-    parser.add_argument("--json", metavar="FILE", default=None,
-                        help="also write the configuration and results to FILE (rank 0)")
     args = parser.parse_args()
     try:
         args.channel_sizes = [int(c) for c in args.channels.split(",")]
@@ -118,10 +98,7 @@ def parse_args():
             raise ValueError
     except ValueError:
         parser.error("--channels must be two positive integers, e.g. 16,32")
-    try:
-        args.epoch_batches = batch_per_epoch(args.batch_schedule, args.batch, args.epochs)
-    except ValueError as err:
-        parser.error("--batch-schedule: %s" % err)
+    set_epoch_batches(parser, args)
     if (args.epochs < 1 or args.train_samples < 0 or args.test_samples < 0 or args.fc < 1
             or not 0 <= args.label_smoothing < 1 or args.lr <= 0
             or not 0 <= args.momentum < 1 or args.weight_decay < 0):

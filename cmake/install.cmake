@@ -64,20 +64,15 @@ add_custom_target(uninstall
   VERBATIM)
 
 # ---- the Debian package: this flavour and the other one ---------------------------------------
-# The other flavour's build directory: GFSHIM_OTHER_BUILD_DIR, or else the directory of
-# GFSHIM_OTHER_FLAVOUR_SHIM (scripts/build.sh sets it). Without either the package holds one
-# flavour.
-set(GFSHIM_OTHER_FLAVOUR_SHIM "" CACHE FILEPATH
-    "libgfshim.so built for the other MPI flavour, for the cross-flavour test")
-set(GFSHIM_OTHER_BUILD_DIR "" CACHE PATH
-    "Build directory of the other MPI flavour, packaged with this one (empty: the directory of GFSHIM_OTHER_FLAVOUR_SHIM)")
-set(GFSHIM_PACKAGED_OTHER_BUILD "${GFSHIM_OTHER_BUILD_DIR}")
-if(NOT GFSHIM_PACKAGED_OTHER_BUILD AND GFSHIM_OTHER_FLAVOUR_SHIM)
-  get_filename_component(GFSHIM_PACKAGED_OTHER_BUILD "${GFSHIM_OTHER_FLAVOUR_SHIM}" DIRECTORY)
+# The other flavour's build directory: that of GFSHIM_OTHER_FLAVOUR_SHIM (scripts/build.sh sets
+# it). Without it the package holds one flavour.
+set(GFSHIM_OTHER_FLAVOUR_BUILD "")
+if(GFSHIM_OTHER_FLAVOUR_SHIM)
+  get_filename_component(GFSHIM_OTHER_FLAVOUR_BUILD "${GFSHIM_OTHER_FLAVOUR_SHIM}" DIRECTORY)
 endif()
 set(CPACK_INSTALL_CMAKE_PROJECTS "${CMAKE_BINARY_DIR};libgfshim;ALL;/")
-if(GFSHIM_PACKAGED_OTHER_BUILD)
-  list(APPEND CPACK_INSTALL_CMAKE_PROJECTS "${GFSHIM_PACKAGED_OTHER_BUILD};libgfshim;flavour;/")
+if(GFSHIM_OTHER_FLAVOUR_BUILD)
+  list(APPEND CPACK_INSTALL_CMAKE_PROJECTS "${GFSHIM_OTHER_FLAVOUR_BUILD};libgfshim;flavour;/")
 endif()
 
 set(CPACK_GENERATOR DEB)

@@ -15,12 +15,12 @@ set(gfshim_install_dirs --source ${PROJECT_SOURCE_DIR} --build ${CMAKE_BINARY_DI
     --flavour ${GFSHIM_MPI} --plugin ${gfshim_plugin_installed} --libdir ${CMAKE_INSTALL_LIBDIR}
     --bindir ${CMAKE_INSTALL_BINDIR} --docdir ${CMAKE_INSTALL_DOCDIR})
 
-# This flavour, and the other one where its build exists (GFSHIM_PACKAGED_OTHER_BUILD, from
+# This flavour, and the other one where its build exists (GFSHIM_OTHER_FLAVOUR_BUILD, from
 # GFSHIM_OTHER_FLAVOUR_SHIM): side by side in one prefix, --help, uninstall. The Open MPI build
 # given the other build requires it (scripts/build.sh builds both).
 set(gfshim_layout_other "")
-if(GFSHIM_PACKAGED_OTHER_BUILD)
-  set(gfshim_layout_other --other-build ${GFSHIM_PACKAGED_OTHER_BUILD}
+if(GFSHIM_OTHER_FLAVOUR_BUILD)
+  set(gfshim_layout_other --other-build ${GFSHIM_OTHER_FLAVOUR_BUILD}
       --other-flavour ${gfshim_other_flavour})
   if(GFSHIM_MPI STREQUAL "openmpi")
     list(APPEND gfshim_layout_other --require-other)
@@ -36,10 +36,10 @@ set_tests_properties(install_prefix_layout PROPERTIES
 # The .deb of both flavours, installed into and removed from a scratch root by dpkg: in the
 # Open MPI build, which knows the MPICH one.
 find_program(GFSHIM_DPKG dpkg)
-if(GFSHIM_MPI STREQUAL "openmpi" AND GFSHIM_PACKAGED_OTHER_BUILD AND GFSHIM_DPKG)
+if(GFSHIM_MPI STREQUAL "openmpi" AND GFSHIM_OTHER_FLAVOUR_BUILD AND GFSHIM_DPKG)
   add_test(NAME install_deb_installs_and_removes
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/check_deb.sh --cpack ${CMAKE_CPACK_COMMAND}
-                   ${gfshim_install_dirs} --other-build ${GFSHIM_PACKAGED_OTHER_BUILD}
+                   ${gfshim_install_dirs} --other-build ${GFSHIM_OTHER_FLAVOUR_BUILD}
                    --other-flavour ${gfshim_other_flavour})
   set_tests_properties(install_deb_installs_and_removes PROPERTIES
                        PASS_REGULAR_EXPRESSION "deb install and removal: ok"

@@ -59,6 +59,7 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
   echo "glibc: $(ldd --version | head -1) (the carried binaries were built against Debian 12's 2.36)"
   export LD_LIBRARY_PATH="$carry/lib:${LD_LIBRARY_PATH:-}"
+  export GFSHIM_TEST_CUDA_PLUGIN="$carry/lib/libgfshim_cuda.so"  # not the build path baked in
   # NCCL: the plugin dlopens libnccl.so.2; PyTorch's wheel ships one.
   local nccl
   nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)

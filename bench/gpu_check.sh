@@ -19,6 +19,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.gpu-carry"
+# shellcheck source=bench/carry_mpi.sh
+source "$root/bench/carry_mpi.sh"
 mode=${1:-}
 
 prepare() {
@@ -32,22 +34,8 @@ prepare() {
   cp "$build/libgfshim.so" "$build/libgfshim_cuda.so" "$carry/lib/"
   cp "$build/cuda/gpu_kernels_test" "$build/cuda/gpu_plugin_test" "$build/bench/gpu_kernel_bench" \
     "$build/tests/gpu_buffers_cuda" "$carry/bin/"
-  # Open MPI as Debian lays it out under /usr, relocated with OPAL_PREFIX.
-  local ompi=/usr/lib/x86_64-linux-gnu/openmpi
-  mkdir -p "$carry/usr/bin" "$carry/usr/lib/x86_64-linux-gnu" "$carry/usr/share" "$carry/etc"
-  cp -a /usr/bin/orterun /usr/bin/orted "$carry/usr/bin/"
-  ln -sf orterun "$carry/usr/bin/mpirun"
-  cp -a "$ompi" "$carry/usr/lib/x86_64-linux-gnu/"
-  cp -a /usr/share/openmpi "$carry/usr/share/"
-  cp -a /etc/openmpi "$carry/etc/"
-  cp -aL /usr/lib/x86_64-linux-gnu/libmpi.so.40 /usr/lib/x86_64-linux-gnu/libopen-rte.so.40 \
-    /usr/lib/x86_64-linux-gnu/libopen-pal.so.40 "$carry/lib/"
-  # Every library those need that a bare system may lack (glibc itself stays the machine's).
-  local objects=("$carry"/usr/bin/orterun "$carry"/usr/bin/orted "$carry"/lib/*.so* "$carry"/bin/*
-                 "$ompi"/lib/openmpi3/*.so)
-  ldd "${objects[@]}" 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
-    grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
-    while read -r lib; do cp -nL "$lib" "$carry/lib/" 2>/dev/null || true; done
+  carry_openmpi "$carry"
+  carry_libraries_of "$carry" "$carry"/lib/*.so* "$carry"/bin/*
   du -sh "$carry"
 }
 
@@ -58,7 +46,7 @@ run() {
   echo "== gpu_check $(date -u +%FT%TZ) on $(hostname)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
   echo "glibc: $(ldd --version | head -1) (the carried binaries were built against Debian 12's 2.36)"
-  export LD_LIBRARY_PATH="$carry/lib:${LD_LIBRARY_PATH:-}"
+  use_carried_mpis "$carry"
   export GFSHIM_TEST_CUDA_PLUGIN="$carry/lib/libgfshim_cuda.so"  # not the build path baked in
   # NCCL: the plugin dlopens libnccl.so.2; PyTorch's wheel ships one.
   local nccl
@@ -74,10 +62,6 @@ run() {
   step "kernels vs CPU references" 120 "$carry/bin/gpu_kernels_test"
   step "NCCL plugin, one-rank groups" 120 "$carry/bin/gpu_plugin_test"
   step "kernel bandwidth vs D2D copy" 60 "$carry/bin/gpu_kernel_bench"
-  export OPAL_PREFIX="$carry/usr" OPAL_SYSCONFDIR="$carry/etc/openmpi" \
-    OPAL_PKGDATADIR="$carry/usr/share/openmpi" OMPI_ALLOW_RUN_AS_ROOT=1 \
-    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-    OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
   local mpirun=("$carry/usr/bin/mpirun" --bind-to none -x LD_LIBRARY_PATH
                 -x "LD_PRELOAD=$carry/lib/libgfshim.so" -x GFSHIM_STATS=1 -x GFSHIM_DEBUG=INFO
                 -x GFSHIM_DEBUG_SUBSYS=ENGINE)

@@ -147,7 +147,8 @@ int64_t diagnosticsHash(const Config& config) {
 // Agrees, over MPI_COMM_WORLD, whether every rank has the same plan-relevant parameters and the
 // same parameter problems, whether any rank wants the statistics report, and whether every rank
 // could set up, whether every rank has MPI_THREAD_MULTIPLE for the fusion threads, whether
-// every rank resolved progress in calls, whether some rank has the CUDA driver loaded, and whether
+// every rank resolved progress in calls, whether some rank had the CUDA driver loaded before
+// MPI_Init (Runtime::cudaDriverBeforeInit), and whether
 // some rank would run a progress thread chosen by GFSHIM_PROGRESS=auto on an oversubscribed node:
 // one allreduce of MIN over [h, -h, d, -d, -stats, -failed, -noThreads, -notCalls, -driver,
 // -crowdedThread]. Rank 0 has
@@ -172,7 +173,7 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
                       setUp ? 0 : -1,
                       rt.threadMultiple ? 0 : -1,
                       rt.settings.progressInCalls ? 0 : -1,
-                      CudaDriver::inProcess() != nullptr ? -1 : 0,
+                      rt.cudaDriverBeforeInit ? -1 : 0,
                       crowdedThread ? -1 : 0};
   int64_t agreed[10] = {};
   PMPI_Allreduce(local, agreed, 10, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
@@ -193,10 +194,13 @@ bool agreeAcrossRanks(Runtime& rt, bool setUp) {
   rt.settings.fusionAvailable = rt.settings.fusion && !rt.settings.fusionOversubscribed &&
                                 (rt.settings.progressInCalls || agreed[6] == 0);
   // Small calls go to the MPI's own MPI_Iallreduce only where no rank had the CUDA driver loaded
-  // at MPI_Init: whether a buffer is device memory is a fact of each rank, and a rank whose
-  // device buffer the fusion queue would stage must not queue a call its peers hand to the MPI.
-  // (A program that loads CUDA later and passes device memory to a small MPI_Iallreduce gets
-  // what its MPI does with it, with one WARN, as without the shim.)
+  // when it called MPI_Init: whether a buffer is device memory is a fact of each rank, and a rank
+  // whose device buffer the fusion queue would stage must not queue a call its peers hand to the
+  // MPI. (A program that loads CUDA later and passes device memory to a small MPI_Iallreduce gets
+  // what its MPI does with it, with one WARN, as without the shim.) The driver the MPI loads
+  // during MPI_Init does not count: on a GPU node Debian's MPICH did (through hwloc's plugins),
+  // and counting it sent every small MPI_Iallreduce of a CPU-only job through fusion, 5-12x
+  // slower than MPICH's own (bench/RESULTS.md, the 16-core sweep).
 #if defined(OPEN_MPI)
   rt.settings.nativeIallreduceBesideFusion = rt.settings.progressInCalls && noDriverAnywhere;
 #else
@@ -267,13 +271,14 @@ int progressFusedCalls() {
 }
 
 // Reads the parameters before PMPI_Init: whether the fusion threads will run decides the thread
-// level the shim asks the MPI for. GFSHIM_PROGRESS=auto resolves to calls where the MPI has a
+// level the shim asks the MPI for. Also notes whether the program loaded the CUDA driver itself. GFSHIM_PROGRESS=auto resolves to calls where the MPI has a
 // progress hook, else to a thread; the ranks agree later. An application at
 // MPI_THREAD_MULTIPLE may resume a queue's task from several threads, one at a time
 // (FusionQueue::progress); the engine's thread-locals are read afresh at every use
 // (common/task.h), so that is safe.
 void loadConfig() {
   Runtime& rt = runtime();
+  rt.cudaDriverBeforeInit = CudaDriver::inProcess() != nullptr;
   rt.config = Config::load(configInputsFromProcess());
   rt.settings = settingsFrom(rt.config);
   setLogFilter(rt.settings.log);

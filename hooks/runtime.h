@@ -27,6 +27,11 @@ struct Runtime {
   // MPI_Query_thread reports; -1 when the shim did not change what it asked PMPI for.
   int applicationThreadLevel = -1;
   bool threadMultiple = false;  // PMPI provided MPI_THREAD_MULTIPLE (for the fusion threads)
+  // The program had the CUDA driver loaded when it called MPI_Init, before the MPI started: what
+  // the agreement counts as "this rank may hold device buffers". A driver that the MPI's own
+  // start-up loads (hwloc's OpenCL or CUDA plugin on a GPU node, a CUDA-enabled UCX) says nothing
+  // about the program's buffers.
+  bool cudaDriverBeforeInit = false;
   bool progressHookRegistered = false;  // the MPI's progress loop calls FusionQueue::progressAll
   int worldRank = -1;
   int worldSize = 0;

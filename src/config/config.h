@@ -310,7 +310,8 @@ struct Settings {
   // progressInCalls: the agreed mode is calls (mpi/fusion_queue.h), not a thread.
   // nativeIallreduceBesideFusion: the MPI's own nonblocking collectives may run beside the fused
   // path's progress (calls, or an MPI whose are thread-safe: not Open MPI 4.1's libnbc), and no
-  // rank had the CUDA driver at MPI_Init (so no rank needs the queue to stage a small call).
+  // rank's program had loaded the CUDA driver before MPI_Init (so no rank needs the queue to
+  // stage a small call).
   // fusionOversubscribed: fusion is unavailable because progress would be by thread
   // (GFSHIM_PROGRESS=auto without a progress hook) on a node with more ranks than CPUs.
   bool fusionAvailable = false;

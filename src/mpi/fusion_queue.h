@@ -19,7 +19,7 @@
 //           least the cost model's fusionAloneBytes are reduced alone, in place. Operations the
 //           engine cannot reduce (user op, derived datatype) go to PMPI_Allreduce alone, in their
 //           place (queued only where the MPI's own MPI_Iallreduce may not run beside the shim's
-//           progress: an Open MPI progress thread, or some rank had CUDA at MPI_Init; with
+//           progress: an Open MPI progress thread, or some rank had CUDA before MPI_Init; with
 //           progress in calls that blocking call then runs inside the task, a known limit).
 //           min == max means every queue is
 //           empty after the round: the thread sleeps on a condition variable until the next

@@ -128,7 +128,7 @@ struct Choices;
     static constexpr ChoiceName kNames[] = {LIST(GFSHIM_CHOICE_OF_E)}; \
   }
 
-// GFSHIM_ALGO, GFSHIM_COMPRESS, GFSHIM_CSC_MOMENTUM_OUTPUT, GFSHIM_PROGRESS.
+// GFSHIM_ALGO, GFSHIM_COMPRESS, GFSHIM_CSC_MOMENTUM_OUTPUT, GFSHIM_CSC_KEY, GFSHIM_PROGRESS.
 #define GFSHIM_ALGO_CHOICES(X) \
   X(kAuto, 0) X(kRing, 1) X(kNative, 2) X(kTorus2d, 3) X(kHierarchical, 4)
 enum class AlgoChoice : int { GFSHIM_ALGO_CHOICES(GFSHIM_ENUMERATOR) };
@@ -148,6 +148,10 @@ static_assert(sizeof(WireCodec) == 4 && static_cast<int>(WireCodec::kNone) == 0 
 #define GFSHIM_CSC_MOMENTUM_OUTPUT_CHOICES(X) X(kUpdate, 0) X(kGradient, 1)
 enum class CscMomentumOutput : int { GFSHIM_CSC_MOMENTUM_OUTPUT_CHOICES(GFSHIM_ENUMERATOR) };
 GFSHIM_CHOICES(CscMomentumOutput, GFSHIM_CSC_MOMENTUM_OUTPUT_CHOICES);
+
+#define GFSHIM_CSC_KEY_CHOICES(X) X(kAddress, 0) X(kPosition, 1)
+enum class CscKey : int { GFSHIM_CSC_KEY_CHOICES(GFSHIM_ENUMERATOR) };
+GFSHIM_CHOICES(CscKey, GFSHIM_CSC_KEY_CHOICES);
 
 #define GFSHIM_PROGRESS_CHOICES(X) X(kAuto, 0) X(kCalls, 1) X(kThread, 2)
 enum class ProgressChoice : int { GFSHIM_PROGRESS_CHOICES(GFSHIM_ENUMERATOR) };

@@ -140,11 +140,13 @@ void forEachArray(CscResidual& a, CscResidual& b, Visit visit) {
 }
 
 // The residual of the call: the key's own entry, or the operations' entries gathered into the
-// state's bucket residual (nullptr when any of them is refused by the memory cap).
+// state's bucket residual (nullptr when any of them is refused by the memory cap, or has no name
+// yet: an operation whose place in the step is not known, engine/step_positions.h).
 CscResidual* residualFor(const std::vector<ResidualKey>& keys, size_t count, LossyState& state,
                          std::vector<CscResidual*>* parts) {
   parts->clear();
   for (const ResidualKey& key : keys) {
+    if (key.address == 0) return nullptr;
     CscResidual* entry = state.residuals.findOrCreate(0, key.address, key.count);
     if (entry == nullptr) {
       if (!state.capWarned) {

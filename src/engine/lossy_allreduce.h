@@ -29,6 +29,7 @@
 // forgets D_prev, and the shim says so once.
 //
 // Residuals: one per user buffer, keyed by (address, count) in the communicator's LossyState
+// (or by (place in the step, count) with GFSHIM_CSC_KEY=position)
 // (the store dies with the communicator). A fused bucket names one buffer per operation: their
 // residuals (and velocities, and what was delivered) are gathered into one bucket residual for
 // the call and scattered back after it, so an operation keeps its state whatever bucket it lands
@@ -71,7 +72,8 @@ struct LossyState {
   bool capWarned = false;
 };
 
-// A user buffer whose residual the call uses: its address and element count.
+// A user buffer whose residual the call uses: its address (or its place in the step,
+// engine/step_positions.h; 0: none, the call runs dense) and element count.
 struct ResidualKey {
   uintptr_t address = 0;
   size_t count = 0;

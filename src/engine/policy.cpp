@@ -357,7 +357,13 @@ std::string momentumNote(const Settings& settings) {
 
 std::vector<std::string> lossySettingProblems(const Settings& settings) {
   std::vector<std::string> problems;
+  if (settings.cscStepOperations > 0 && settings.cscKey != CscKey::kPosition) {
+    problems.push_back("GFSHIM_CSC_STEP_OPERATIONS does nothing without GFSHIM_CSC_KEY=position");
+  }
   if (settings.cscDensity > 0) return problems;
+  if (settings.cscKey == CscKey::kPosition) {
+    problems.push_back("GFSHIM_CSC_KEY=position does nothing without GFSHIM_CSC_DENSITY");
+  }
   if (settings.cscMomentum > 0) {
     problems.push_back("GFSHIM_CSC_MOMENTUM does nothing without GFSHIM_CSC_DENSITY");
   }

@@ -77,7 +77,51 @@ Status Engine::setUp(MPI_Comm comm, const Settings& settings, Stats* stats, Time
   timeline_ = timeline;
   GFSHIM_RETURN_IF_ERROR(describeOnComm(comm, settings, &facts_, &grid_, &gpu_.nodeGpus));
   transport_ = std::make_unique<PmpiTransport>(comm, facts_.rank, facts_.size);
+  if (settings.cscKey == CscKey::kPosition && settings.cscDensity > 0) {
+    steps_.emplace(static_cast<size_t>(settings.cscStepOperations));
+  }
   return Status::ok();
+}
+
+std::vector<uintptr_t> Engine::residualNamesOf(const Bucket& bucket) {
+  std::vector<uintptr_t> names(bucket.opCount);
+  const bool byPlace = steps_ && bucket.dtype == DType::kFloat32 && bucket.op == RedOp::kSum;
+  for (size_t i = 0; i < bucket.opCount; ++i) {
+    if (!byPlace) {
+      names[i] = reinterpret_cast<uintptr_t>(bucket.ops[i].recv);
+      continue;
+    }
+    StepPositions::Event event = StepPositions::Event::kNone;
+    const std::optional<size_t> place =
+        steps_->next(static_cast<size_t>(bucket.ops[i].count), &event);
+    names[i] = place ? stepPositionKey(*place) : 0;
+    if (event == StepPositions::Event::kLearned && facts_.rank == 0) {
+      GFSHIM_INFO(kEngine,
+                  "GFSHIM_CSC_KEY=position: a step on this communicator is %zu float SUM "
+                  "operations (learned from their sizes); their residuals follow their places in "
+                  "it from now on",
+                  steps_->stepLength());
+    } else if (event == StepPositions::Event::kBroken) {
+      // Every rank sees the same sizes, so every rank drops its residuals here alike.
+      if (lossy_) lossy_->residuals.dropComm(0);
+      if (!stepsBrokenWarned_ && facts_.rank == 0) {
+        GFSHIM_WARN(kEngine,
+                    "GFSHIM_CSC_KEY=position: an operation of %lld elements broke the step's "
+                    "pattern of sizes; the residuals on this communicator are dropped and the "
+                    "step is %s again (said once)",
+                    static_cast<long long>(bucket.ops[i].count),
+                    settings_.cscStepOperations > 0 ? "counted" : "learned");
+      }
+      stepsBrokenWarned_ = true;
+    } else if (event == StepPositions::Event::kGaveUp && facts_.rank == 0) {
+      GFSHIM_WARN(kEngine,
+                  "GFSHIM_CSC_KEY=position: no step found in the sizes of the first %lld float "
+                  "SUM operations on this communicator; they run dense (exact) from now on. "
+                  "GFSHIM_CSC_STEP_OPERATIONS gives the step",
+                  static_cast<long long>(3 * StepPositions::kMaxLearnedDefault));
+    }
+  }
+  return names;
 }
 
 Status Engine::agreeOnCudaDriver() {
@@ -146,6 +190,8 @@ Status Engine::reduce(const Bucket& bucket, const Plan& plan, const BucketOption
   const GpuVote vote = voteFor(bucket, plan, at);
   std::array<int32_t, 3> minimum{};
   GFSHIM_RETURN_IF_ERROR(agree(bucket, options, vote, outcome, &minimum));
+  const std::vector<uintptr_t> residualNames =
+      steps_ || plan.lossy.any() ? residualNamesOf(bucket) : std::vector<uintptr_t>();
   GpuRoute route = at.anyDevice() ? GpuRoute::kStaged : GpuRoute::kHost;
   // Without a vote (no rank had the driver at setup) a device buffer that appeared since is
   // staged as one block: the host ranks' wire pattern.
@@ -187,7 +233,7 @@ Status Engine::reduce(const Bucket& bucket, const Plan& plan, const BucketOption
     }
     return Status::ok();
   }
-  return reduceOnHost(bucket, plan, route);
+  return reduceOnHost(bucket, plan, route, residualNames);
 }
 
 Status Engine::reduceOnGpu(const Bucket& bucket, const Plan& plan, bool* declined) {
@@ -252,7 +298,8 @@ Status Engine::reduceOnGpu(const Bucket& bucket, const Plan& plan, bool* decline
   return Status::ok();
 }
 
-Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route) {
+Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route,
+                            const std::vector<uintptr_t>& residualNames) {
   const size_t elementBytes = dtypeBytes(bucket.dtype);
   const std::string arguments = phaseArguments(timeline_, bucket);
   if (bucket.opCount == 1) {
@@ -278,12 +325,11 @@ Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute rou
     const StagedCall staged{op.send, op.recv, op.at, count, elementBytes};
     return runStagedAllreduce(
         driver, gpu_.staging, gpu_.stagingNumaNode, staged, blockElements,
-        [&](const void* in, void* out, size_t first, size_t elements) {
-          // Residuals follow the user's buffer, wherever it lives.
+        [&](const void* in, void* out, size_t /*first*/, size_t elements) {
+          // Residuals follow the user's buffer, wherever it lives, or its place in the step.
+          // (A lossy call is one block: `first` is 0.)
           std::vector<ResidualKey> keys;
-          if (plan.lossy.any()) {
-            keys.push_back({reinterpret_cast<uintptr_t>(op.recv) + first * elementBytes, elements});
-          }
+          if (plan.lossy.any()) keys.push_back({residualNames[0], elements});
           return reduceBlock(bucket, plan, in, out, static_cast<int64_t>(elements), keys);
         });
   }
@@ -297,8 +343,7 @@ Status Engine::reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute rou
   std::vector<ResidualKey> keys;
   if (plan.lossy.any()) {
     for (size_t i = 0; i < bucket.opCount; ++i) {
-      keys.push_back({reinterpret_cast<uintptr_t>(bucket.ops[i].recv),
-                      static_cast<size_t>(bucket.ops[i].count)});
+      keys.push_back({residualNames[i], static_cast<size_t>(bucket.ops[i].count)});
     }
   }
   {

@@ -19,7 +19,9 @@
 //             zeros); or, where a device buffer may be neither reduced by NCCL nor staged, back
 //             to the caller, which hands the operations to the MPI
 //   reduce    on host memory: the lossy modes (engine/lossy_allreduce.h, residuals per
-//             operation), the MPI's own allreduce, or the engine's algorithm (engine/execute.h)
+//             operation, named by its receive buffer or, with GFSHIM_CSC_KEY=position, by its
+//             place in the step: engine/step_positions.h), the MPI's own allreduce, or the
+//             engine's algorithm (engine/execute.h)
 //
 // Every step depends only on agreed values, so every rank runs the same steps (invariant 3); a
 // local failure after the agreement (a failed device copy) still runs the collective steps and
@@ -43,6 +45,7 @@
 #include "engine/lossy_allreduce.h"
 #include "engine/policy.h"
 #include "engine/stats.h"
+#include "engine/step_positions.h"
 #include "engine/timeline.h"
 #include "gpu/cuda_driver.h"
 #include "mpi/nccl_setup.h"
@@ -130,8 +133,14 @@ class Engine {
                BucketOutcome* outcome, std::array<int32_t, 3>* minimum);
   // NCCL through the plugin. *declined: every rank's plugin refused it alike before any transfer.
   Status reduceOnGpu(const Bucket& bucket, const Plan& plan, bool* declined);
+  // What each operation's residual belongs to (GFSHIM_CSC_KEY): its receive buffer's address, or
+  // its place in the step (0 while it has none: the call then runs dense). With position keys
+  // every float SUM bucket counts its operations' places, lossy or not, so that the steps look
+  // alike whatever the buckets; otherwise it is asked for lossy buckets only.
+  std::vector<uintptr_t> residualNamesOf(const Bucket& bucket);
   // Host memory: one operation through the staging pipeline, or the packed bucket.
-  Status reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route);
+  Status reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route,
+                      const std::vector<uintptr_t>& residualNames);
   // The plan on one block of host memory: `keys` name the operations' residuals (lossy modes).
   Status reduceBlock(const Bucket& bucket, const Plan& plan, const void* in, void* out,
                      int64_t count, const std::vector<ResidualKey>& keys);
@@ -151,6 +160,8 @@ class Engine {
   Workspace workspace_;                // the algorithms' scratch
   Workspace packed_;                   // a bucket of several operations
   std::unique_ptr<LossyState> lossy_;  // made at the first lossy bucket
+  std::optional<StepPositions> steps_;  // GFSHIM_CSC_KEY=position with sparse communication
+  bool stepsBrokenWarned_ = false;
   GpuCommState gpu_;                   // staging area and this engine's own NCCL group
 };
 

@@ -22,9 +22,18 @@
  *  7. local gradient clipping (third argument "clip", GFSHIM_CSC_CLIP=c, density 1): rank r sends
  *     r + 1 everywhere; the sum must be that of each rank's input scaled to an L2 norm of at most
  *     c / sqrt(ranks) (read from the environment, so the test follows the value set).
+ *  8. fresh buffers (third argument "fresh"; only this part runs, so that the engines see only
+ *     its operations): every step reduces two buffers allocated for it (all kept until the end,
+ *     so no address repeats), as a framework that hands the MPI new gradient tensors every step,
+ *     of kCount and kCount / 2 floats, blocking and fused. Three steps of zeros (with
+ *     GFSHIM_CSC_KEY=position the shim learns the step meanwhile and runs them dense), one step
+ *     with data, then zeros. With position keys the residuals follow the places, so the total
+ *     delivered is the exact sum, as in 4; with address keys they stay with the data step's
+ *     buffers, and the test checks that the total falls short (what position keys are for).
  *
  * usage: lossy_allreduce CODEC(none|fp16|bf16) DENSITY
- *                        [prescale|momentum-update|momentum-gradient|clip]   (what the environment set)
+ *                        [prescale|momentum-update|momentum-gradient|clip|fresh]
+ *                        (what the environment set)
  */
 #include <math.h>
 #include <mpi.h>
@@ -247,6 +256,61 @@ static void cscClipping(void) {
   free(x);
 }
 
+static void cscFreshBuffers(int fused) {
+  const char* key = getenv("GFSHIM_CSC_KEY");
+  const int byPosition = key != NULL && strcmp(key, "position") == 0;
+  const int steps = 4 + (int)ceil(1.0 / density) + 2;
+  const int counts[2] = {kCount, kCount / 2};
+  float** buffers = calloc((size_t)steps * 2, sizeof(float*));
+  double* delivered[2] = {calloc(kCount, sizeof(double)), calloc(kCount, sizeof(double))};
+  for (int step = 0; step < steps; ++step) {
+    MPI_Request req[2];
+    for (int k = 0; k < 2; ++k) {
+      float* x = buffers[2 * step + k] = malloc(counts[k] * sizeof(float));
+      for (int i = 0; i < counts[k]; ++i) x[i] = step == 3 ? (float)((i + rank + k) % 5) : 0.0f;
+      if (fused) {
+        MPI_Iallreduce(MPI_IN_PLACE, x, counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
+      } else {
+        MPI_Allreduce(MPI_IN_PLACE, x, counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      }
+    }
+    if (fused) {
+      MPI_Status statuses[2];
+      MPI_Waitall(2, req, statuses);
+    }
+    for (int k = 0; k < 2; ++k) {
+      for (int i = 0; i < counts[k]; ++i) delivered[k][i] += buffers[2 * step + k][i];
+    }
+  }
+  long short_ = 0, wrong = 0;
+  for (int k = 0; k < 2; ++k) {
+    for (int i = 0; i < counts[k]; ++i) {
+      double exact = 0;
+      for (int r = 0; r < size; ++r) exact += (i + r + k) % 5;
+      if (delivered[k][i] < exact) ++short_;
+      if (delivered[k][i] > exact) ++wrong;
+    }
+  }
+  CHECK(wrong == 0, "fresh buffers (%s): %ld elements delivered more than their sum",
+        fused ? "fused" : "blocking", wrong);
+  if (byPosition) {
+    CHECK(short_ == 0, "fresh buffers (%s), position keys: %ld elements delivered less than their sum",
+          fused ? "fused" : "blocking", short_);
+  } else {
+    CHECK(short_ > 0, "fresh buffers (%s), address keys: every element delivered, though each step's buffers are new",
+          fused ? "fused" : "blocking");
+  }
+  if (rank == 0) {
+    printf("lossy_allreduce: fresh buffers, %s keys, %s: %ld of %d elements short of their sum\n",
+           byPosition ? "position" : "address", fused ? "fused" : "blocking", short_,
+           counts[0] + counts[1]);
+  }
+  for (int b = 0; b < steps * 2; ++b) free(buffers[b]);
+  free(buffers);
+  free(delivered[0]);
+  free(delivered[1]);
+}
+
 static void cscDifferentBuffers(void) {
   float* a = malloc(kCount * sizeof(float));
   float* b = malloc(kCount * sizeof(float));
@@ -271,9 +335,19 @@ int main(int argc, char** argv) {
   momentumGradient = argc > 3 && strcmp(argv[3], "momentum-gradient") == 0;
   momentum = momentumGradient || (argc > 3 && strcmp(argv[3], "momentum-update") == 0);
   clip = argc > 3 && strcmp(argv[3], "clip") == 0;
+  const int fresh = argc > 3 && strcmp(argv[3], "fresh") == 0;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (fresh) {
+    cscFreshBuffers(0);
+    cscFreshBuffers(1);
+    int total = 0;
+    PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("lossy_allreduce: fresh buffers, density %g on %d ranks: %s\n", density, size, total ? "FAILED" : "passed");
+    MPI_Finalize();
+    return total ? 1 : 0;
+  }
   /* First, while every buffer's velocity is zero: the residual entries follow addresses, and a
    * buffer that floatSums frees leaves its velocity to the next one malloc places there. */
   if (density > 0 && momentum) {

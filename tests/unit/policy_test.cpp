@@ -444,6 +444,20 @@ TEST(LossyPolicy, MomentumAndClipWithoutDensityAreProblemsAndTheNoteNamesTheOpti
   EXPECT_NE(momentumNote(s).find("momentum-SGD optimizer with momentum 0.9"), std::string::npos);
 }
 
+TEST(LossyPolicy, PositionKeysWithoutDensityAndAStepWithoutPositionKeysAreProblems) {
+  Settings s = settings();
+  s.cscKey = CscKey::kPosition;
+  EXPECT_EQ(lossySettingProblems(s),
+            (std::vector<std::string>{"GFSHIM_CSC_KEY=position does nothing without GFSHIM_CSC_DENSITY"}));
+  s.cscDensity = 0.1;
+  s.cscStepOperations = 12;
+  EXPECT_TRUE(lossySettingProblems(s).empty());
+  s.cscKey = CscKey::kAddress;
+  EXPECT_EQ(lossySettingProblems(s),
+            (std::vector<std::string>{
+                "GFSHIM_CSC_STEP_OPERATIONS does nothing without GFSHIM_CSC_KEY=position"}));
+}
+
 TEST(LossyPolicy, AutoKeepsALossyCallOnTheEngine) {
   Settings s = settings();
   s.compress = WireCodec::kBf16;

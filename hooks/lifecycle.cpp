@@ -271,11 +271,11 @@ int progressFusedCalls() {
 }
 
 // Reads the parameters before PMPI_Init: whether the fusion threads will run decides the thread
-// level the shim asks the MPI for. Also notes whether the program loaded the CUDA driver itself. GFSHIM_PROGRESS=auto resolves to calls where the MPI has a
-// progress hook, else to a thread; the ranks agree later. An application at
-// MPI_THREAD_MULTIPLE may resume a queue's task from several threads, one at a time
-// (FusionQueue::progress); the engine's thread-locals are read afresh at every use
-// (common/task.h), so that is safe.
+// level the shim asks the MPI for. Also notes whether the program loaded the CUDA driver itself.
+// GFSHIM_PROGRESS=auto resolves to calls where the MPI has a progress hook, else to a thread; the
+// ranks agree later. An application at MPI_THREAD_MULTIPLE may resume a queue's task from several
+// threads, one at a time (FusionQueue::progress); the engine's thread-locals are read afresh at
+// every use (common/task.h), so that is safe.
 void loadConfig() {
   Runtime& rt = runtime();
   rt.cudaDriverBeforeInit = CudaDriver::inProcess() != nullptr;

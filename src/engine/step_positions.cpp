@@ -37,7 +37,7 @@ std::optional<size_t> StepPositions::next(size_t count, Event* event) {
     if (pattern_.size() == given_) known_ = true;
     return place;
   }
-  if (pattern_.size() >= 3 * maxLearned_) return std::nullopt;  // gave up: stays dense
+  if (pattern_.size() >= learningLimit()) return std::nullopt;  // gave up: stays dense
   pattern_.push_back(count);
   const size_t seen = pattern_.size();
   if (seen % 3 == 0 && repeatsThreeTimes(pattern_, seen / 3)) {
@@ -45,7 +45,7 @@ std::optional<size_t> StepPositions::next(size_t count, Event* event) {
     known_ = true;
     at_ = 0;
     *event = Event::kLearned;
-  } else if (seen == 3 * maxLearned_) {
+  } else if (seen == learningLimit()) {
     *event = Event::kGaveUp;
   }
   return std::nullopt;  // while learning (the third repetition's last one too) calls run dense

@@ -41,6 +41,8 @@ class StepPositions {
 
   // The operations in a step (0 while none is known).
   size_t stepLength() const { return known_ ? pattern_.size() : 0; }
+  // How many operations learning looks at before it gives up (kGaveUp).
+  size_t learningLimit() const { return 3 * maxLearned_; }
 
  private:
   size_t given_;

@@ -118,7 +118,7 @@ std::vector<uintptr_t> Engine::residualNamesOf(const Bucket& bucket) {
                   "GFSHIM_CSC_KEY=position: no step found in the sizes of the first %lld float "
                   "SUM operations on this communicator; they run dense (exact) from now on. "
                   "GFSHIM_CSC_STEP_OPERATIONS gives the step",
-                  static_cast<long long>(3 * StepPositions::kMaxLearnedDefault));
+                  static_cast<long long>(steps_->learningLimit()));
     }
   }
   return names;

@@ -172,23 +172,30 @@ static void sumInPlace(float* x, int fused) {
   MPI_Waitall(kParts, req, statuses);
 }
 
+/* The data of the conservation checks: rank r's element i, a small integer, so that every partial
+ * sum is one too and every codec carries it exactly; and the exact sum of element i over ranks. */
+static float smallInteger(int r, int i) { return (float)((i + r) % 5); }
+static double smallIntegerSum(int i) {
+  double exact = 0;
+  for (int r = 0; r < size; ++r) exact += smallInteger(r, i);
+  return exact;
+}
+
 /* Zeros, one call with data, then zeros until every chunk was selected once: the total delivered
- * is the exact sum (all partial sums are small integers, so every codec carries them exactly). */
+ * is the exact sum. */
 static void cscConservation(int fused) {
   float* x = malloc(kCount * sizeof(float));
   double* delivered = calloc(kCount, sizeof(double));
   /* the environment sets 2 warm-up calls: the data arrive once sparsity has started */
   const int calls = 3 + (int)ceil(1.0 / density) + 2;
   for (int c = 0; c < calls; ++c) {
-    for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? (float)((i + rank) % 5) : 0.0f;
+    for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? smallInteger(rank, i) : 0.0f;
     sumInPlace(x, fused);
     for (int i = 0; i < kCount; ++i) delivered[i] += x[i];
   }
   int bad = -1;
   for (int i = 0; i < kCount && bad < 0; ++i) {
-    double exact = 0;
-    for (int r = 0; r < size; ++r) exact += (i + r) % 5;
-    if (delivered[i] != exact) bad = i;
+    if (delivered[i] != smallIntegerSum(i)) bad = i;
   }
   CHECK(bad < 0, "CSC (%s) lost or invented gradient: element %d delivered %g",
         fused ? "fused" : "blocking", bad,
@@ -205,7 +212,7 @@ static void cscMomentumDelivery(int fused) {
   const int calls = 3 + (int)ceil(1.0 / density) + 2;
   int bad = -1, twice = -1;
   for (int c = 0; c < calls; ++c) {
-    for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? (float)((i + rank) % 5) : 0.0f;
+    for (int i = 0; i < kCount; ++i) x[i] = c == 2 ? smallInteger(rank, i) : 0.0f;
     sumInPlace(x, fused);
     CHECK(identicalOnAllRanks(x, kCount), "momentum (%s): ranks differ (call %d)",
           fused ? "fused" : "blocking", c);
@@ -267,7 +274,7 @@ static void cscFreshBuffers(int fused) {
     MPI_Request req[2];
     for (int k = 0; k < 2; ++k) {
       float* x = buffers[2 * step + k] = malloc(counts[k] * sizeof(float));
-      for (int i = 0; i < counts[k]; ++i) x[i] = step == 3 ? (float)((i + rank + k) % 5) : 0.0f;
+      for (int i = 0; i < counts[k]; ++i) x[i] = step == 3 ? smallInteger(rank, i + k) : 0.0f;
       if (fused) {
         MPI_Iallreduce(MPI_IN_PLACE, x, counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
       } else {
@@ -285,8 +292,7 @@ static void cscFreshBuffers(int fused) {
   long short_ = 0, wrong = 0;
   for (int k = 0; k < 2; ++k) {
     for (int i = 0; i < counts[k]; ++i) {
-      double exact = 0;
-      for (int r = 0; r < size; ++r) exact += (i + r + k) % 5;
+      const double exact = smallIntegerSum(i + k);
       if (delivered[k][i] < exact) ++short_;
       if (delivered[k][i] > exact) ++wrong;
     }

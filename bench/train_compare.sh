@@ -21,8 +21,8 @@
 # GFSHIM_CSC_MOMENTUM=M, --csc-momentum, default 0.9, the examples' SGD momentum; the shim hands
 # back gradients and the program's momentum optimizer stays as it is), +mcu (the same correction
 # handing back the update, GFSHIM_CSC_MOMENTUM_OUTPUT=update, and the program run with
-# --momentum 0: plain SGD), +all (every fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0, as
-# momentum correction makes them). Each shim run's GFSHIM STATS report is printed after the table.
+# --momentum 0: plain SGD), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0).
+# Each shim run's GFSHIM STATS report is printed after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster="" rate=1gbit np=4 modes="native exact fp16 csc0.1" program=cpp keep="" csc_warmup=2 csc_chunk=4K

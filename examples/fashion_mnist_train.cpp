@@ -15,11 +15,13 @@
  *
  *   every rank draws the same permutation of the training set each epoch; each global batch of B
  *   samples is split into one contiguous shard per rank (sizes differ by at most one)
- *   forward pass of the shard; gradient of the loss summed over the shard
+ *   forward pass of the shard; gradient of the shard's share of the batch's mean loss (the loss
+ *   summed over the shard, divided by B), so the sum over the ranks is the mean loss's gradient,
+ *   scaled the same way every step (as PyTorch DDP and Horovod average), short batches included
  *   backward pass, last layer first: as soon as a layer's weight gradient and bias gradient
  *   exist, one MPI_Iallreduce(MPI_IN_PLACE, SUM) is posted for each, and the pass goes on to the
  *   layer below while they are in flight (the buffers stay untouched until MPI_Waitall)
- *   MPI_Waitall, then SGD with momentum on gradient / B: every rank applies the same update to
+ *   MPI_Waitall, then SGD with momentum on that gradient: every rank applies the same update to
  *   the same weights, so the weights stay bit-identical on every rank
  *
  * The recipe of Mikami et al. (arXiv 1811.05233), small: batch-size control (--batch-schedule
@@ -503,10 +505,12 @@ int argmax(const float* values, int count) {
 
 // Softmax cross-entropy of the logits against the labels smoothed by `smoothing` (target
 // 1 - smoothing + smoothing / classes on the label, smoothing / classes elsewhere). Writes
-// d (summed loss) / d logits into `delta`; adds the summed loss and the correct predictions.
+// d (loss summed over the rows / batch) / d logits into `delta`, the rows' share of the mean loss
+// over the step's global `batch`; adds the summed loss and the correct predictions.
 void softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
-                         float smoothing, float* delta, double* lossSum, long* correct) {
+                         int batch, float smoothing, float* delta, double* lossSum, long* correct) {
   float offTarget = smoothing / float(classes), onTarget = 1.0f - smoothing + offTarget;
+  float perSample = 1.0f / float(batch);
   for (int r = 0; r < rows; r++) {
     const float* z = logits + size_t(r) * size_t(classes);
     float* d = delta + size_t(r) * size_t(classes);
@@ -518,7 +522,7 @@ void softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, i
     for (int k = 0; k < classes; k++) {
       float target = k == labels[r] ? onTarget : offTarget;
       loss -= double(target) * double(z[k] - logSumExp);
-      d[k] = std::exp(z[k] - logSumExp) - target;
+      d[k] = (std::exp(z[k] - logSumExp) - target) * perSample;
     }
     *lossSum += loss;
     *correct += top == labels[r];
@@ -561,19 +565,17 @@ void backwardAndPost(std::vector<DenseLayer>& layers, int rows, Workspace* work,
   }
 }
 
-// SGD with momentum on the gradients summed over the step's `batch` samples (the last batch of an
-// epoch may be short): v = momentum v + gradient / batch (+ decay w for weights), w -= rate v.
-void applyUpdate(std::vector<DenseLayer>& layers, int batch, float rate, float momentum,
-                 float weightDecay) {
-  float scale = 1.0f / float(batch);
+// SGD with momentum on the gradients of the step's mean loss (summed over the ranks):
+// v = momentum v + gradient (+ decay w for weights), w -= rate v.
+void applyUpdate(std::vector<DenseLayer>& layers, float rate, float momentum, float weightDecay) {
   for (DenseLayer& layer : layers) {
     for (size_t i = 0; i < layer.weights.size(); i++) {
-      float gradient = layer.weightGradient[i] * scale + weightDecay * layer.weights[i];
+      float gradient = layer.weightGradient[i] + weightDecay * layer.weights[i];
       layer.weightVelocity[i] = momentum * layer.weightVelocity[i] + gradient;
       layer.weights[i] -= rate * layer.weightVelocity[i];
     }
     for (size_t j = 0; j < layer.bias.size(); j++) {
-      layer.biasVelocity[j] = momentum * layer.biasVelocity[j] + layer.biasGradient[j] * scale;
+      layer.biasVelocity[j] = momentum * layer.biasVelocity[j] + layer.biasGradient[j];
       layer.bias[j] -= rate * layer.biasVelocity[j];
     }
   }
@@ -779,14 +781,14 @@ int run(const Options& options, int rank, int ranks, MPI_Comm comm) {
       loadSamples(train, order.data() + first + shardBegin, rows, &work);
       forward(layers, rows, &work);
       softmaxCrossEntropy(work.activations.back().data(), work.labels.data(), rows,
-                          fashion_mnist::kClasses, float(options.labelSmoothing),
+                          fashion_mnist::kClasses, batch, float(options.labelSmoothing),
                           work.deltas.back().data(), &lossSum, &correct);
       backwardAndPost(layers, rows, &work, comm, &requests);
       double waitStart = MPI_Wtime();
       MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
       double waitEnd = MPI_Wtime();
       rate = stepLearningRate(options, globalBatch, step, warmupSteps);
-      applyUpdate(layers, batch, float(rate), float(options.momentum), float(options.weightDecay));
+      applyUpdate(layers, float(rate), float(options.momentum), float(options.weightDecay));
       commSeconds += waitEnd - waitStart;
       computeSeconds += (MPI_Wtime() - stepStart) - (waitEnd - waitStart);
     }

@@ -8,13 +8,15 @@ frameworks (Horovod, PyTorch DDP) do it:
     cross-entropy, float32, He init from a fixed seed);
   * every epoch all ranks draw the same permutation of the training set (fixed
     seed); each global batch is split into one contiguous shard per rank;
-  * in the backward pass each parameter's gradient (summed over the rank's
-    shard) is handed to ``comm.Iallreduce(MPI.IN_PLACE, grad, op=MPI.SUM)`` as
-    soon as it is ready, last layer first, weights and biases separately,
+  * in the backward pass each parameter's gradient (of the rank's share of the
+    batch's mean loss: summed over its shard, divided by the global batch, so
+    the sum over ranks is scaled the same way every step, as DDP and Horovod
+    average) is handed to ``comm.Iallreduce(MPI.IN_PLACE, grad, op=MPI.SUM)``
+    as soon as it is ready, last layer first, weights and biases separately,
     while the earlier layers are still being computed; ``MPI.Request.Waitall``
-    then completes them all before the SGD-with-momentum update, which divides
-    by the global batch size.  The gradient arrays are kept alive and left
-    untouched until Waitall: MPI may read them at any time until then.
+    then completes them all before the SGD-with-momentum update.  The gradient
+    arrays are kept alive and left untouched until Waitall: MPI may read them
+    at any time until then.
 
 Data: the gzipped IDX files of the Debian package ``dataset-fashion-mnist``
 (/usr/share/datasets/fashion-mnist), or --data DIR with the same four files, read by
@@ -116,12 +118,12 @@ def train_step(comm, params, velocities, x, labels, global_batch, lr, momentum,
     targets[np.arange(len(labels)), labels] += 1 - label_smoothing
     loss_sum = -float((targets * log_probs).sum(dtype=np.float64))
 
-    # Backward pass of the summed loss, last layer first.  Each gradient is
-    # allreduced as soon as it exists; `grads` keeps the arrays alive, and
-    # nothing writes to them, until Waitall.
+    # Backward pass of the shard's share of the mean loss, last layer first.
+    # Each gradient is allreduced as soon as it exists; `grads` keeps the
+    # arrays alive, and nothing writes to them, until Waitall.
     grads = [None] * len(params)
     requests = []
-    delta = np.exp(log_probs) - targets  # d loss_sum / d logits
+    delta = (np.exp(log_probs) - targets) * np.float32(1 / global_batch)
     for layer in reversed(range(len(params))):
         grad_weights = activations[layer].T @ delta
         requests.append(comm.Iallreduce(MPI.IN_PLACE, grad_weights, op=MPI.SUM))
@@ -135,11 +137,10 @@ def train_step(comm, params, velocities, x, labels, global_batch, lr, momentum,
     MPI.Request.Waitall(requests)
     wait_seconds = time.perf_counter() - wait_start
 
-    scale = np.float32(1 / global_batch)
     for param_pair, velocity_pair, grad_pair in zip(params, velocities, grads):
         for param, velocity, grad in zip(param_pair, velocity_pair, grad_pair):
             velocity *= np.float32(momentum)
-            velocity += grad * scale
+            velocity += grad
             param -= np.float32(lr) * velocity
     return loss_sum, wait_seconds
 

@@ -79,6 +79,7 @@ struct CscParams {
   int64_t warmupCalls = 0;  // dense calls per residual entry before sparsity
   float momentum = 0;       // momentum correction (see above); 0 = off, else in (0, 1)
   CscMomentumOutput momentumOutput = CscMomentumOutput::kUpdate;
+  bool dense = false;  // run dense whatever the warm-up (a call too small to be sparse)
 };
 
 // ---- Pure building blocks --------------------------------------------------------------------
@@ -204,6 +205,7 @@ struct CscScratch {
 enum class CscMode {
   kDenseNoEntry,        // entry == nullptr
   kDenseWarmup,         // entry in its first warmupCalls calls
+  kDenseAsked,          // CscParams::dense
   kDenseTooManyChunks,  // more than 2^32 - 1 chunks: chunk indices would not fit
   kDenseNoScratch,      // no memory for the sparse scratch on this rank
   kDenseByPeer,         // this rank could run sparse, another rank could not

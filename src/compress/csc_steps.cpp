@@ -26,6 +26,8 @@ Status localMode(const CscParams& params, const int64_t* callsSeen, CscBackend& 
   *mode = CscMode::kSparse;
   if (callsSeen == nullptr) {
     *mode = CscMode::kDenseNoEntry;
+  } else if (params.dense) {
+    *mode = CscMode::kDenseAsked;
   } else if (*callsSeen < params.warmupCalls) {
     *mode = CscMode::kDenseWarmup;
   } else if (shape->chunks > std::numeric_limits<uint32_t>::max()) {

@@ -1,5 +1,6 @@
 #include "engine/fusion_buckets.h"
 
+#include <tuple>
 #include <utility>
 
 namespace gfshim {
@@ -7,9 +8,10 @@ namespace gfshim {
 std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint64_t fusionBytes,
                                       uint64_t aloneBytes) {
   // Groups in order of first appearance; each holds the index of its open (last) bucket.
-  std::vector<std::pair<std::pair<DType, RedOp>, std::vector<size_t>>> groups;
+  using Key = std::tuple<DType, RedOp, uint8_t>;
+  std::vector<std::pair<Key, std::vector<size_t>>> groups;
   for (size_t i = 0; i < taken.size(); ++i) {
-    const std::pair<DType, RedOp> key{taken[i].dtype, taken[i].op};
+    const Key key{taken[i].dtype, taken[i].op, taken[i].kind};
     size_t g = 0;
     while (g < groups.size() && groups[g].first != key) ++g;
     if (g == groups.size()) groups.push_back({key, {}});
@@ -17,13 +19,15 @@ std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint6
   }
   std::vector<FusionBucket> buckets;
   for (const auto& [key, members] : groups) {
+    const auto [dtype, op, kind] = key;
     FusionBucket open;
     for (size_t index : members) {
       const uint64_t bytes = taken[index].bytes();
       if (bytes >= aloneBytes) {  // in place, without the copies in and out of a bucket
         FusionBucket alone;
-        alone.dtype = key.first;
-        alone.op = key.second;
+        alone.dtype = dtype;
+        alone.op = op;
+        alone.kind = kind;
         alone.ops.push_back(index);
         alone.bytes = bytes;
         alone.count = taken[index].count;
@@ -34,8 +38,9 @@ std::vector<FusionBucket> packBuckets(const std::vector<FusibleOp>& taken, uint6
         buckets.push_back(std::move(open));
         open = FusionBucket();
       }
-      open.dtype = key.first;
-      open.op = key.second;
+      open.dtype = dtype;
+      open.op = op;
+      open.kind = kind;
       open.ops.push_back(index);
       open.bytes += bytes;
       open.count += taken[index].count;

@@ -6,9 +6,9 @@
 // first `take` operations are the same operations on every rank, and packBuckets, a function of
 // their (count, datatype, op) alone, cuts them into the same buckets everywhere.
 //
-// Buckets: operations are grouped by (datatype, op) in order of first appearance, keeping queue
-// order inside a group, and a group is cut whenever the next operation would take the bucket past
-// `fusionBytes`. An operation larger than `fusionBytes` gets a bucket of its own (it is never
+// Buckets: operations are grouped by (datatype, op, kind) in order of first appearance, keeping
+// queue order inside a group, and a group is cut whenever the next operation would take the bucket
+// past `fusionBytes`. An operation larger than `fusionBytes` gets a bucket of its own (it is never
 // split), and so does one of at least `aloneBytes` (fusion only where it pays: copying it into a
 // bucket and back would cost more than the one algorithm call it saves; policy.h
 // fusionAloneBytes). A bucket of one operation is reduced straight from the user's buffers;
@@ -28,12 +28,17 @@ struct FusibleOp {
   int64_t count = 0;
   DType dtype = DType::kByte;
   RedOp op = RedOp::kSum;
+  // Operations of different kinds never share a bucket. The queue gives the float SUM operations
+  // too small to be sparse under momentum correction a kind of their own (keptApartInBuckets), so
+  // that a bucket with a large gradient does not make them sparse.
+  uint8_t kind = 0;
   uint64_t bytes() const { return static_cast<uint64_t>(count) * dtypeBytes(dtype); }
 };
 
 struct FusionBucket {
   DType dtype = DType::kByte;
   RedOp op = RedOp::kSum;
+  uint8_t kind = 0;
   std::vector<size_t> ops;  // indices into the taken operations, in queue order
   uint64_t bytes = 0;       // sum of the operations' bytes
   int64_t count = 0;        // sum of the operations' counts

@@ -337,7 +337,8 @@ Status runLossyAllreduce(const Plan& plan, const Settings& settings, size_t coun
     CscResidual* residual = residualFor(keys, count, state, &parts);
     const int64_t callsBefore = residual != nullptr ? residual->callsSeen : 0;
     const float* input = clippedInput(settings, target.transport.size(), send, count, keys, state);
-    const CscParams params = cscParamsOf(settings);
+    CscParams params = cscParamsOf(settings);
+    params.dense = plan.lossy.denseMomentum;
     // An agreed setting, so every rank runs the agreement.
     const bool handsBackGradient = cscHandsBackGradient(params);
     if (handsBackGradient) {

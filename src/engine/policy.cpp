@@ -133,6 +133,7 @@ SmallCallRule smallCallRule(const Settings& settings) {
     rule.nonblockingBelowBytes = settings.fusionMinBytes;
   }
   rule.reproducible = settings.reproducible;
+  rule.momentumCorrection = momentumTakesEveryFloatSum(settings);
   return rule;
 }
 
@@ -142,6 +143,7 @@ int64_t smallCallCountLimit(const SmallCallRule& rule, DType dtype, RedOp op, bo
   // The reproducible mode takes floating-point calls of every size: the MPI's own algorithm for
   // small ones would sum in another order than the chain or a fused bucket holding the same call.
   if (rule.reproducible && reproducibleModeCovers(dtype)) return 0;
+  if (rule.momentumCorrection && dtype == DType::kFloat32 && op == RedOp::kSum) return 0;
   const uint64_t elementBytes = dtypeBytes(dtype);  // count x elementBytes < below
   return static_cast<int64_t>(
       std::min<uint64_t>((below + elementBytes - 1) / elementBytes, INT64_MAX));
@@ -168,10 +170,7 @@ Plan planCall(const CallInfo& call, const Settings& settings) {
   if (!call.dtype) return passthrough(Reason::kUnsupportedDatatype);
   if (!call.op) return passthrough(Reason::kUserOp);
   if (!opAllowedOn(*call.op, *call.dtype)) return passthrough(Reason::kOpNotAllowed);
-  const bool sparseAtAnySize = call.fusedBucket && sparseBucketsAtAnySize(settings) &&
-                               lossyModesFor(*call.dtype, *call.op, 0, settings, true).sparse;
-  if (const std::optional<Reason> small = smallCallReason(smallCallRule(settings), call);
-      small && !sparseAtAnySize) {
+  if (const std::optional<Reason> small = smallCallReason(smallCallRule(settings), call)) {
     return passthrough(*small);
   }
   if (hasNullBuffer(call)) return passthrough(Reason::kNullBuffer);
@@ -235,7 +234,9 @@ uint64_t fusedAloneBeatsNativeBytesOn(const CommFacts& comm) {
 
 bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings) {
   return call.nonblocking && settings.nativeIallreduceBesideFusion &&
-         !(settings.reproducible && call.dtype && reproducibleModeCovers(*call.dtype));
+         !(settings.reproducible && call.dtype && reproducibleModeCovers(*call.dtype)) &&
+         !(call.dtype && call.op &&
+           lossyModesFor(*call.dtype, *call.op, call.bytes(), settings).any());
 }
 
 namespace {
@@ -332,12 +333,22 @@ std::string formatEstimate(const CostEstimate& estimate) {
   return text;
 }
 
-bool sparseBucketsAtAnySize(const Settings& settings) {
+bool momentumCorrectionOn(const Settings& settings) {
   return settings.cscDensity > 0 && settings.cscMomentum > 0;
 }
 
+bool momentumTakesEveryFloatSum(const Settings& settings) {
+  return momentumCorrectionOn(settings) &&
+         settings.cscMomentumOutput == CscMomentumOutput::kUpdate;
+}
+
+bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& settings) {
+  return momentumCorrectionOn(settings) && dtype == DType::kFloat32 && op == RedOp::kSum &&
+         bytes < settings.compressMinBytes;
+}
+
 std::string momentumNote(const Settings& settings) {
-  if (!(settings.cscDensity > 0 && settings.cscMomentum > 0)) return "";
+  if (!momentumCorrectionOn(settings)) return "";
   char note[400];
   if (settings.cscMomentumOutput == CscMomentumOutput::kGradient) {
     std::snprintf(note, sizeof(note),
@@ -347,9 +358,10 @@ std::string momentumNote(const Settings& settings) {
                   settings.cscMomentum, settings.cscMomentum);
   } else {
     std::snprintf(note, sizeof(note),
-                  "momentum correction (m = %g): sparse calls hand back the corrected update; the "
-                  "application's optimizer must run without momentum (plain SGD), and calls that "
-                  "are not sparse (below the lossy thresholds) get no momentum at all",
+                  "momentum correction (m = %g): every float SUM call hands back the momentum "
+                  "update (corrected where sparse); the application's optimizer must run without "
+                  "momentum (plain SGD), and float sums that are not gradients (a loss) get "
+                  "momentum too: reduce them as MPI_DOUBLE",
                   settings.cscMomentum);
   }
   return note;
@@ -374,15 +386,18 @@ std::vector<std::string> lossySettingProblems(const Settings& settings) {
 }
 
 LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings,
-                         bool fusedBucket) {
+                         uint64_t largestOperationBytes) {
   LossyModes modes;
-  const bool anySize = fusedBucket && sparseBucketsAtAnySize(settings);
-  if (dtype != DType::kFloat32 || op != RedOp::kSum ||
-      (bytes < settings.compressMinBytes && !anySize)) {
-    return modes;
+  if (dtype != DType::kFloat32 || op != RedOp::kSum) return modes;
+  const uint64_t judged =
+      momentumCorrectionOn(settings) && largestOperationBytes > 0 ? largestOperationBytes : bytes;
+  if (judged >= settings.compressMinBytes) {
+    modes.codec = settings.compress;
+    modes.sparse = settings.cscDensity > 0;
+  } else if (momentumTakesEveryFloatSum(settings)) {
+    modes.sparse = true;
+    modes.denseMomentum = true;
   }
-  modes.codec = settings.compress;
-  modes.sparse = settings.cscDensity > 0;
   return modes;
 }
 
@@ -404,7 +419,7 @@ bool reproducibleModeCovers(DType dtype) {
 }
 
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                     DType dtype, RedOp op, uint64_t bytes, bool fusedBucket) {
+                     DType dtype, RedOp op, uint64_t bytes, uint64_t largestOperationBytes) {
   if (enginePlan.route != Route::kEngine) return enginePlan;
   if (settings.reproducible && reproducibleModeCovers(dtype)) {
     Plan plan = enginePlan;
@@ -414,7 +429,7 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
     plan.lossy = LossyModes{};
     return plan;
   }
-  const LossyModes lossy = lossyModesFor(dtype, op, bytes, settings, fusedBucket);
+  const LossyModes lossy = lossyModesFor(dtype, op, bytes, settings, largestOperationBytes);
   Plan plan = enginePlan;
   if (settings.algo == AlgoChoice::kAuto) {
     plan = chooseByCost(enginePlan, comm, settings, bytes, !lossy.any());

@@ -85,7 +85,6 @@ struct CallInfo {
   uintptr_t recvAddress = 0;   // buffers, overlapping ranges) only when it gets that far
   bool nonblocking = false;    // MPI_Iallreduce
   bool nullComm = false;       // MPI_COMM_NULL (erroneous)
-  bool fusedBucket = false;    // a fusion bucket reduced as one call (mpi/fusion_queue.cpp)
 
   // count x extent (the pair types' padding included: the bytes the engine moves)
   uint64_t bytes() const {
@@ -123,6 +122,10 @@ struct CostEstimate {
 struct LossyModes {
   WireCodec codec = WireCodec::kNone;  // 16-bit values on the wire
   bool sparse = false;                 // coarse-grained sparse communication (CSC)
+  // Under momentum correction, a call below GFSHIM_COMPRESS_MIN_BYTES: it goes through its CSC
+  // entry's momentum state (sparse is set) but always runs dense, so what it hands back is exact
+  // momentum SGD's update (lossyModesFor).
+  bool denseMomentum = false;
   bool any() const { return codec != WireCodec::kNone || sparse; }
 };
 
@@ -149,7 +152,8 @@ uint64_t fusedAloneBeatsNativeBytesOn(const CommFacts& comm);
 // Whether an MPI_Iallreduce may go to the MPI's own rather than be fused: the MPI's nonblocking
 // collectives may run beside the shim's progress (Settings::nativeIallreduceBesideFusion), and
 // the reproducible mode does not take it (the MPI's algorithm sums in another order than a fused
-// bucket holding the same call).
+// bucket holding the same call), and the call has no lossy mode (lossyModesFor; the MPI's own
+// algorithm cannot compress, nor keep a momentum state).
 bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings);
 
 // The small calls that go to the MPI's own whatever the communicator: a blocking call below
@@ -163,6 +167,7 @@ struct SmallCallRule {
   uint64_t blockingBelowBytes = 0;     // 0: no blocking call is small
   uint64_t nonblockingBelowBytes = 0;  // 0: no MPI_Iallreduce is small
   bool reproducible = false;           // GFSHIM_REPRODUCIBLE: floating-point calls are never small
+  bool momentumCorrection = false;     // momentumTakesEveryFloatSum: float SUM is never small
 };
 SmallCallRule smallCallRule(const Settings& settings);
 // The datatypes whose reduction depends on the order of operands: floating point (real, complex,
@@ -195,19 +200,31 @@ Plan planOnComm(const Plan& callPlan, const CommFacts& comm);
 // A call with a lossy mode (lossyModesFor) stays on the engine: auto then chooses between ring
 // and torus2d only, since neither the MPI's own algorithm nor hierarchical can compress.
 Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settings& settings,
-                     DType dtype, RedOp op, uint64_t bytes, bool fusedBucket = false);
+                     DType dtype, RedOp op, uint64_t bytes, uint64_t largestOperationBytes = 0);
 // Lossy modes are opt-in and scoped: GFSHIM_COMPRESS and GFSHIM_CSC_DENSITY apply only to
 // MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
-// call of its total size); every other call stays exact. Agreed inputs only. Under momentum
-// correction (sparseBucketsAtAnySize) a float SUM fused bucket is sparse at any size.
+// call of its total size); every other call stays exact. Agreed inputs only.
+// Under momentum correction a fused bucket is judged by its largest operation
+// (`largestOperationBytes`; 0: a call of its own): the queue keeps the operations below
+// GFSHIM_COMPRESS_MIN_BYTES apart from the larger ones (keptApartInBuckets), so an operation is
+// sparse, with its velocity, in every call or in none, whatever bucket the ranks' timing puts it
+// in. Under the update output (momentumTakesEveryFloatSum) the smaller float SUM calls are
+// denseMomentum.
 LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& settings,
-                         bool fusedBucket = false);
-// GFSHIM_CSC_MOMENTUM with GFSHIM_CSC_DENSITY: which bucket the timing of the ranks' posts puts a
-// fused operation in must not decide whether its momentum state sees the call (an exact bucket
-// would hand back the plain sum and skip its velocity), so fused float SUM buckets run sparse
-// whatever their size, past GFSHIM_MIN_BYTES and GFSHIM_COMPRESS_MIN_BYTES. A blocking call of a
-// buffer has the same size every time, so its thresholds stay.
-bool sparseBucketsAtAnySize(const Settings& settings);
+                         uint64_t largestOperationBytes = 0);
+// GFSHIM_CSC_MOMENTUM with GFSHIM_CSC_DENSITY: the shim keeps the momentum of the gradients it
+// defers (momentum correction).
+bool momentumCorrectionOn(const Settings& settings);
+// ... with GFSHIM_CSC_MOMENTUM_OUTPUT=update: the application's optimizer runs plain SGD, so the
+// shim must give every gradient its momentum, every step: a tensor the MPI reduced would get
+// none. Every float SUM call, of any size, blocking or fused, then takes the engine through its
+// momentum state (never the small-call lane nor the MPI's own algorithm); below
+// GFSHIM_COMPRESS_MIN_BYTES it runs dense (exact momentum SGD). With the gradient output the
+// application's optimizer gives the small ones their momentum, so they stay as they are.
+bool momentumTakesEveryFloatSum(const Settings& settings);
+// A fused operation of a float SUM below GFSHIM_COMPRESS_MIN_BYTES under momentum correction: it
+// never shares a bucket with larger ones (FusibleOp::kind).
+bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
 // What GFSHIM_CSC_MOMENTUM asks of the application, in one sentence ("" when it is off); the init
 // log and the stats report print it.
 std::string momentumNote(const Settings& settings);

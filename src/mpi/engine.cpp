@@ -129,10 +129,10 @@ Status Engine::agreeOnCudaDriver() {
 }
 
 Plan Engine::plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes,
-                  bool fusedBucket) const {
+                  uint64_t largestOperationBytes) const {
   const Plan plan = planOnComm(callPlan, facts_);
   if (plan.route == Route::kPassthrough) return plan;
-  return chooseAlgorithm(plan, facts_, settings_, dtype, op, bytes, fusedBucket);
+  return chooseAlgorithm(plan, facts_, settings_, dtype, op, bytes, largestOperationBytes);
 }
 
 GpuVote Engine::voteFor(const Bucket& bucket, const Plan& plan, const BufferPlacements& at) const {

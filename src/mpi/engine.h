@@ -115,8 +115,9 @@ class Engine {
 
   // The plan of a bucket of `bytes` whose call-level plan is `callPlan` (planCall): pass-through
   // or engine on this communicator, and its algorithm. Agreed inputs only.
+  // `largestOperationBytes`: a fused bucket's largest operation (chooseAlgorithm).
   Plan plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes,
-            bool fusedBucket = false) const;
+            uint64_t largestOperationBytes = 0) const;
 
   // Collective: reduces the bucket with `plan` (from plan(), not a pass-through unless the bucket
   // came from a fusion round). *outcome says which route ran.

@@ -370,8 +370,10 @@ void FusionQueue::took(std::vector<PendingOp>& taken) {
 Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
   std::vector<BucketOperation> operations;
   operations.reserve(bucket.ops.size());
+  uint64_t largestOperationBytes = 0;
   for (size_t index : bucket.ops) {
     operations.push_back({run[index].send, run[index].recv, run[index].count, run[index].at});
+    largestOperationBytes = std::max(largestOperationBytes, run[index].bytes());
   }
   const PendingOp& first = run[bucket.ops.front()];
   const Bucket reduced{operations.data(), operations.size(), bucket.dtype,
@@ -383,9 +385,8 @@ Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
   call.op = bucket.op;
   call.inPlace = true;
   call.recvAddress = reinterpret_cast<uintptr_t>(first.recv);
-  call.fusedBucket = true;
   const Plan plan = engine_->plan(planCall(call, settings_.settings), bucket.dtype, bucket.op,
-                                  bucket.bytes, true);
+                                  bucket.bytes, largestOperationBytes);
   const auto start = std::chrono::steady_clock::now();
   BucketOutcome outcome;
   GFSHIM_RETURN_IF_ERROR(engine_->reduce(reduced, plan, BucketOptions(), &outcome));
@@ -433,7 +434,9 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
     size_t end = start;
     std::vector<FusibleOp> shapes;
     for (; end < taken.size() && !taken[end].native; ++end) {
-      shapes.push_back({taken[end].count, taken[end].dtype, taken[end].op});
+      const PendingOp& op = taken[end];
+      const bool apart = keptApartInBuckets(op.dtype, op.op, op.bytes(), settings_.settings);
+      shapes.push_back({op.count, op.dtype, op.op, static_cast<uint8_t>(apart ? 1 : 0)});
     }
     for (const FusionBucket& bucket : packBuckets(shapes, settings_.settings.fusionBytes,
                                                   fusionAloneBytesOn(engine_->facts()))) {

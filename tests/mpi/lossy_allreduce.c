@@ -19,6 +19,11 @@
  *     two). With the gradient output the test recovers the update as the application's momentum
  *     optimizer would (U = 0.5 U + what came back), which must satisfy the same.
  *
+ *     Then a tensor far below every threshold (10 floats, blocking and MPI_Iallreduce + MPI_Wait):
+ *     momentum correction must see it too, dense: call c after one call with data delivers the
+ *     exact momentum update sum over ranks of g * 0.5^c (recovered the same way with the gradient
+ *     output), not the plain sum once and then nothing, which is what the MPI would return.
+ *
  *  7. local gradient clipping (third argument "clip", GFSHIM_CSC_CLIP=c, density 1): rank r sends
  *     r + 1 everywhere; the sum must be that of each rank's input scaled to an L2 norm of at most
  *     c / sqrt(ranks) (read from the environment, so the test follows the value set).
@@ -243,6 +248,34 @@ static void cscMomentumDelivery(int fused) {
   free(deliveredAt);
 }
 
+static void momentumOfSmallTensors(int nonblocking) {
+  enum { kSmall = 10, kCalls = 6 };
+  static float buffers[2][kSmall]; /* one address each, used by nothing else */
+  float* x = buffers[nonblocking];
+  float update[kSmall] = {0};
+  int bad = -1, badCall = -1;
+  for (int c = 0; c < kCalls; ++c) {
+    for (int i = 0; i < kSmall; ++i) x[i] = c == 0 ? smallInteger(rank, i) : 0.0f;
+    if (nonblocking) {
+      MPI_Request request;
+      MPI_Iallreduce(MPI_IN_PLACE, x, kSmall, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Allreduce(MPI_IN_PLACE, x, kSmall, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    for (int i = 0; i < kSmall && bad < 0; ++i) {
+      const float d = momentumGradient ? (update[i] = 0.5f * update[i] + x[i]) : x[i];
+      if (d != (float)smallIntegerSum(i) * ldexpf(1.0f, -c)) {
+        bad = i;
+        badCall = c;
+      }
+    }
+  }
+  CHECK(bad < 0,
+        "momentum of a small tensor (%s): element %d of call %d is not the momentum update",
+        nonblocking ? "MPI_Iallreduce" : "MPI_Allreduce", bad, badCall);
+}
+
 static void cscClipping(void) {
   const char* setting = getenv("GFSHIM_CSC_CLIP");
   const double limit = (setting ? atof(setting) : 0) / sqrt((double)size);
@@ -359,6 +392,8 @@ int main(int argc, char** argv) {
   if (density > 0 && momentum) {
     cscMomentumDelivery(0);
     cscMomentumDelivery(1);
+    momentumOfSmallTensors(0);
+    momentumOfSmallTensors(1);
   }
   optInScope();
   floatSums();

@@ -584,6 +584,35 @@ TEST(CscMomentum, TheOptimizersMomentumOverTheGradientOutputIsTheCorrectedUpdate
   }
 }
 
+// A call too small to be sparse under the update output (CscParams::dense) runs dense past its
+// warm-up, through its velocity: it hands back plain momentum SGD's update, call after call, and
+// keeps the velocity (nothing is masked, since everything is sent).
+TEST(CscMomentum, ADenseCallHandsBackMomentumSgdsUpdate) {
+  const size_t count = 40, chunk = 8;
+  CscParams params = momentumParams(0.1, chunk, 2, CscMomentumOutput::kUpdate);
+  params.dense = true;
+  OneRankCsc csc(count, cscArraysPerElement(params));
+  ASSERT_NE(csc.entry, nullptr);
+  std::mt19937 rng(23);
+  std::vector<double> u(count, 0);
+  for (int call = 0; call < 8; ++call) {
+    SCOPED_TRACE(testing::Message() << "call " << call);
+    const std::vector<float> send = movingInput(rng, count, chunk);
+    std::vector<float> recv(count, -7.0f);
+    CscOutcome outcome;
+    ASSERT_TRUE(csc.run(params, send.data(), recv.data(), count, &outcome).isOk());
+    EXPECT_EQ(outcome.mode, CscMode::kDenseAsked);
+    EXPECT_TRUE(outcome.momentumCorrected);
+    EXPECT_EQ(csc.dense.normCalls, 0);
+    for (size_t i = 0; i < count; ++i) {
+      u[i] = 0.9 * u[i] + send[i];
+      ASSERT_NEAR(recv[i], u[i], 1e-5 * (1 + std::fabs(u[i]))) << i;
+      ASSERT_EQ(csc.entry->data()[i], 0.0f) << i;
+      ASSERT_EQ(csc.entry->velocity[i], recv[i]) << i;
+    }
+  }
+}
+
 TEST(CscMomentum, WithoutAnEntryTheCallIsThePlainDenseSum) {
   OneRankDense dense;
   CscScratch scratch;

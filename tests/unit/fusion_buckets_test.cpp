@@ -63,6 +63,20 @@ TEST(FusionBuckets, OperationsOfAtLeastAloneBytesGetABucketOfTheirOwn) {
   EXPECT_EQ(buckets[1].count, 79);
 }
 
+// Under momentum correction the dense operations (kind 1) never share a bucket with the sparse
+// ones (kind 0), whatever the room left in the open bucket.
+TEST(FusionBuckets, OperationsOfDifferentKindsNeverShareABucket) {
+  const std::vector<FusibleOp> ops = {{100, DType::kFloat32, RedOp::kSum, 0},
+                                      {10, DType::kFloat32, RedOp::kSum, 1},
+                                      {100, DType::kFloat32, RedOp::kSum, 0},
+                                      {10, DType::kFloat32, RedOp::kSum, 1}};
+  const auto buckets = packBuckets(ops, 1 << 20);
+  EXPECT_EQ(members(buckets), (std::vector<std::vector<size_t>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(buckets[0].kind, 0);
+  EXPECT_EQ(buckets[1].kind, 1);
+  EXPECT_EQ(buckets[1].count, 20);
+}
+
 TEST(FusionBuckets, RandomQueuesCoverEveryOperationOnceWithinTheLimit) {
   std::mt19937_64 rng(42);
   const DType types[] = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kUInt8};

@@ -401,30 +401,89 @@ TEST(LossyPolicy, OffUnlessAskedAndOnlyForLargeFloatSums) {
   EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 64 << 20, s).sparse);
 }
 
-// Under momentum correction which bucket a fused operation lands in (a matter of timing) must not
-// decide whether its velocity sees the call: fused float SUM buckets are sparse at any size.
-TEST(LossyPolicy, MomentumCorrectionMakesEveryFusedFloatSumBucketSparse) {
-  Settings s = settings(256 << 10, AlgoChoice::kRing);
+// Under momentum correction with the update output the shim keeps the optimizer's momentum, so
+// every float SUM call of any size goes through its momentum state: none is small, none goes to
+// the MPI's own; below GFSHIM_COMPRESS_MIN_BYTES it runs dense (denseMomentum), above it sparse.
+TEST(LossyPolicy, MomentumCorrectionTakesEveryFloatSumDenseBelowTheLossyThreshold) {
+  Settings s = settings(256 << 10, AlgoChoice::kAuto);
   s.compressMinBytes = 1 << 20;
   s.cscDensity = 0.1;
-  CallInfo bucket = floatSum(1000);  // 4000 bytes: below both thresholds
-  bucket.fusedBucket = true;
-  bucket.inPlace = true;
-  EXPECT_EQ(planCall(bucket, s).route, Route::kPassthrough);  // no momentum: the thresholds hold
-  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s, true).sparse);
+  const CallInfo blocking = floatSum(1000);  // 4000 bytes: below both thresholds
+  CallInfo nonblocking = floatSum(1000);
+  nonblocking.nonblocking = true;
+  s.fusion = true;
+  s.fusionAvailable = true;
+  s.fusionMinBytes = 64 << 10;
+  s.nativeIallreduceBesideFusion = true;
+  EXPECT_EQ(planCall(blocking, s).reason, Reason::kBelowMinBytes);  // no momentum: thresholds hold
+  EXPECT_EQ(planCall(nonblocking, s).reason, Reason::kBelowFusionMin);
+  EXPECT_TRUE(mayGoToNativeIallreduce(nonblocking, s));
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s).any());
+  EXPECT_FALSE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, 4000, s));
   s.cscMomentum = 0.9;
-  EXPECT_EQ(planCall(bucket, s).route, Route::kEngine);
-  EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s, true).sparse);
-  // A blocking call of the same size, and other types, keep their thresholds.
-  CallInfo blocking = floatSum(1000);
-  EXPECT_EQ(planCall(blocking, s).route, Route::kPassthrough);
-  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s).sparse);
-  EXPECT_FALSE(lossyModesFor(DType::kFloat64, RedOp::kSum, 4000, s, true).any());
-  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kMax, 4000, s, true).any());
-  const Plan plan = chooseAlgorithm(planCall(bucket, s), comm(4), s, DType::kFloat32,
-                                    RedOp::kSum, 4000, true);
+  EXPECT_TRUE(momentumTakesEveryFloatSum(s));
+  EXPECT_TRUE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, 4000, s));
+  EXPECT_FALSE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, 1 << 20, s));
+  EXPECT_FALSE(keptApartInBuckets(DType::kFloat64, RedOp::kSum, 4000, s));
+  EXPECT_EQ(planCall(blocking, s).route, Route::kEngine);
+  EXPECT_EQ(planCall(nonblocking, s).route, Route::kEngine);
+  EXPECT_FALSE(mayGoToNativeIallreduce(nonblocking, s));
+  EXPECT_EQ(smallCallCountLimit(smallCallRule(s), DType::kFloat32, RedOp::kSum, false), 0);
+  EXPECT_EQ(smallCallCountLimit(smallCallRule(s), DType::kFloat32, RedOp::kSum, true), 0);
+  const LossyModes small = lossyModesFor(DType::kFloat32, RedOp::kSum, 4000, s);
+  EXPECT_TRUE(small.sparse);
+  EXPECT_TRUE(small.denseMomentum);
+  EXPECT_EQ(small.codec, WireCodec::kNone);
+  const LossyModes large = lossyModesFor(DType::kFloat32, RedOp::kSum, 1 << 20, s);
+  EXPECT_TRUE(large.sparse);
+  EXPECT_FALSE(large.denseMomentum);
+  // Under auto the MPI's own algorithm (predicted fastest for 4000 bytes) is no candidate.
+  const Plan plan =
+      chooseAlgorithm(planCall(blocking, s), comm(4), s, DType::kFloat32, RedOp::kSum, 4000);
   EXPECT_EQ(plan.route, Route::kEngine);
-  EXPECT_TRUE(plan.lossy.sparse);
+  EXPECT_TRUE(plan.lossy.denseMomentum);
+  // A fused bucket is judged by its largest operation: 4 MB of small tensors stay dense, a bucket
+  // of large ones is sparse. Without momentum correction, by its total.
+  EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4 << 20, s, 4000).denseMomentum);
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4 << 20, s, 2 << 20).denseMomentum);
+  s.cscMomentum = 0;
+  EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4 << 20, s, 4000).sparse);
+  s.cscMomentum = 0.9;
+  // Other types and ops keep their thresholds and may go to the MPI's own.
+  EXPECT_FALSE(lossyModesFor(DType::kFloat64, RedOp::kSum, 4000, s).any());
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kMax, 4000, s).any());
+  EXPECT_GT(smallCallCountLimit(smallCallRule(s), DType::kFloat64, RedOp::kSum, false), 0);
+  CallInfo doubles = nonblocking;
+  doubles.dtype = DType::kFloat64;
+  EXPECT_TRUE(mayGoToNativeIallreduce(doubles, s));
+  // With the gradient output the application's optimizer gives small tensors their momentum:
+  // they keep their thresholds and stay exact, fused apart from the sparse ones all the same.
+  s.cscMomentumOutput = CscMomentumOutput::kGradient;
+  EXPECT_FALSE(momentumTakesEveryFloatSum(s));
+  EXPECT_EQ(planCall(blocking, s).reason, Reason::kBelowMinBytes);
+  EXPECT_EQ(planCall(nonblocking, s).reason, Reason::kBelowFusionMin);
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4 << 20, s, 4000).any());
+  EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 4 << 20, s, 2 << 20).sparse);
+  EXPECT_TRUE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, 4000, s));
+}
+
+// A lossy MPI_Iallreduce never goes to the MPI's own by the lone-call prediction: it cannot
+// compress (the lossy modes would silently not run).
+TEST(LossyPolicy, LossyIallreducesStayWithTheShim) {
+  Settings s = settings(256 << 10, AlgoChoice::kAuto);
+  s.compressMinBytes = 1 << 20;
+  s.nativeIallreduceBesideFusion = true;
+  CallInfo big = floatSum(1 << 20);  // 4 MB
+  big.nonblocking = true;
+  EXPECT_TRUE(mayGoToNativeIallreduce(big, s));
+  s.compress = WireCodec::kFp16;
+  EXPECT_FALSE(mayGoToNativeIallreduce(big, s));
+  s.compress = WireCodec::kNone;
+  s.cscDensity = 0.01;
+  EXPECT_FALSE(mayGoToNativeIallreduce(big, s));
+  CallInfo below = floatSum(1000);  // below GFSHIM_COMPRESS_MIN_BYTES: exact, may go
+  below.nonblocking = true;
+  EXPECT_TRUE(mayGoToNativeIallreduce(below, s));
 }
 
 TEST(LossyPolicy, MomentumAndClipWithoutDensityAreProblemsAndTheNoteNamesTheOptimizer) {

@@ -342,9 +342,15 @@ bool momentumTakesEveryFloatSum(const Settings& settings) {
          settings.cscMomentumOutput == CscMomentumOutput::kUpdate;
 }
 
+uint64_t momentumSparseMinBytes(const Settings& settings) {
+  return momentumTakesEveryFloatSum(settings)
+             ? settings.compressMinBytes
+             : std::max(settings.compressMinBytes, settings.minBytes);
+}
+
 bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& settings) {
   return momentumCorrectionOn(settings) && dtype == DType::kFloat32 && op == RedOp::kSum &&
-         bytes < settings.compressMinBytes;
+         bytes < momentumSparseMinBytes(settings);
 }
 
 std::string momentumNote(const Settings& settings) {
@@ -389,9 +395,9 @@ LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& 
                          uint64_t largestOperationBytes) {
   LossyModes modes;
   if (dtype != DType::kFloat32 || op != RedOp::kSum) return modes;
-  const uint64_t judged =
-      momentumCorrectionOn(settings) && largestOperationBytes > 0 ? largestOperationBytes : bytes;
-  if (judged >= settings.compressMinBytes) {
+  const bool momentum = momentumCorrectionOn(settings);
+  const uint64_t judged = momentum && largestOperationBytes > 0 ? largestOperationBytes : bytes;
+  if (judged >= (momentum ? momentumSparseMinBytes(settings) : settings.compressMinBytes)) {
     modes.codec = settings.compress;
     modes.sparse = settings.cscDensity > 0;
   } else if (momentumTakesEveryFloatSum(settings)) {

@@ -205,8 +205,8 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
 // MPI_FLOAT with MPI_SUM moving at least GFSHIM_COMPRESS_MIN_BYTES (a fused bucket counts as one
 // call of its total size); every other call stays exact. Agreed inputs only.
 // Under momentum correction a fused bucket is judged by its largest operation
-// (`largestOperationBytes`; 0: a call of its own): the queue keeps the operations below
-// GFSHIM_COMPRESS_MIN_BYTES apart from the larger ones (keptApartInBuckets), so an operation is
+// (`largestOperationBytes`; 0: a call of its own) against momentumSparseMinBytes: the queue keeps
+// the operations below it apart from the larger ones (keptApartInBuckets), so an operation is
 // sparse, with its velocity, in every call or in none, whatever bucket the ranks' timing puts it
 // in. Under the update output (momentumTakesEveryFloatSum) the smaller float SUM calls are
 // denseMomentum.
@@ -222,8 +222,12 @@ bool momentumCorrectionOn(const Settings& settings);
 // GFSHIM_COMPRESS_MIN_BYTES it runs dense (exact momentum SGD). With the gradient output the
 // application's optimizer gives the small ones their momentum, so they stay as they are.
 bool momentumTakesEveryFloatSum(const Settings& settings);
-// A fused operation of a float SUM below GFSHIM_COMPRESS_MIN_BYTES under momentum correction: it
-// never shares a bucket with larger ones (FusibleOp::kind).
+// Under momentum correction, the size from which a float SUM operation is sparse, blocking or
+// fused alike: GFSHIM_COMPRESS_MIN_BYTES, and with the gradient output at least GFSHIM_MIN_BYTES
+// too, below which a blocking call (and so a fused bucket of such operations) goes to the MPI.
+uint64_t momentumSparseMinBytes(const Settings& settings);
+// A fused float SUM operation below momentumSparseMinBytes under momentum correction: it never
+// shares a bucket with larger ones (FusibleOp::kind).
 bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& settings);
 // What GFSHIM_CSC_MOMENTUM asks of the application, in one sentence ("" when it is off); the init
 // log and the stats report print it.

@@ -85,43 +85,44 @@ Status Engine::setUp(MPI_Comm comm, const Settings& settings, Stats* stats, Time
 
 std::vector<uintptr_t> Engine::residualNamesOf(const Bucket& bucket) {
   std::vector<uintptr_t> names(bucket.opCount);
-  const bool byPlace = steps_ && bucket.dtype == DType::kFloat32 && bucket.op == RedOp::kSum;
   for (size_t i = 0; i < bucket.opCount; ++i) {
-    if (!byPlace) {
-      names[i] = reinterpret_cast<uintptr_t>(bucket.ops[i].recv);
-      continue;
-    }
-    StepPositions::Event event = StepPositions::Event::kNone;
-    const std::optional<size_t> place =
-        steps_->next(static_cast<size_t>(bucket.ops[i].count), &event);
-    names[i] = place ? stepPositionKey(*place) : 0;
-    if (event == StepPositions::Event::kLearned && facts_.rank == 0) {
-      GFSHIM_INFO(kEngine,
-                  "GFSHIM_CSC_KEY=position: a step on this communicator is %zu float SUM "
-                  "operations (learned from their sizes); their residuals follow their places in "
-                  "it from now on",
-                  steps_->stepLength());
-    } else if (event == StepPositions::Event::kBroken) {
-      // Every rank sees the same sizes, so every rank drops its residuals here alike.
-      if (lossy_) lossy_->residuals.dropComm(0);
-      if (!stepsBrokenWarned_ && facts_.rank == 0) {
-        GFSHIM_WARN(kEngine,
-                    "GFSHIM_CSC_KEY=position: an operation of %lld elements broke the step's "
-                    "pattern of sizes; the residuals on this communicator are dropped and the "
-                    "step is %s again (said once)",
-                    static_cast<long long>(bucket.ops[i].count),
-                    settings_.cscStepOperations > 0 ? "counted" : "learned");
-      }
-      stepsBrokenWarned_ = true;
-    } else if (event == StepPositions::Event::kGaveUp && facts_.rank == 0) {
-      GFSHIM_WARN(kEngine,
-                  "GFSHIM_CSC_KEY=position: no step found in the sizes of the first %lld float "
-                  "SUM operations on this communicator; they run dense (exact) from now on. "
-                  "GFSHIM_CSC_STEP_OPERATIONS gives the step",
-                  static_cast<long long>(steps_->learningLimit()));
-    }
+    names[i] = residualNameOf(bucket.ops[i].recv, bucket.ops[i].count, bucket.dtype, bucket.op);
   }
   return names;
+}
+
+uintptr_t Engine::residualNameOf(const void* recv, int64_t count, DType dtype, RedOp op) {
+  if (!steps_ || dtype != DType::kFloat32 || op != RedOp::kSum) {
+    return reinterpret_cast<uintptr_t>(recv);
+  }
+  StepPositions::Event event = StepPositions::Event::kNone;
+  const std::optional<size_t> place = steps_->next(static_cast<size_t>(count), &event);
+  if (event == StepPositions::Event::kLearned && facts_.rank == 0) {
+    GFSHIM_INFO(kEngine,
+                "GFSHIM_CSC_KEY=position: a step on this communicator is %zu float SUM "
+                "operations (learned from their sizes); their residuals follow their places in "
+                "it from now on",
+                steps_->stepLength());
+  } else if (event == StepPositions::Event::kBroken) {
+    // Every rank sees the same sizes, so every rank drops its residuals here alike.
+    if (lossy_) lossy_->residuals.dropComm(0);
+    if (!stepsBrokenWarned_ && facts_.rank == 0) {
+      GFSHIM_WARN(kEngine,
+                  "GFSHIM_CSC_KEY=position: an operation of %lld elements broke the step's "
+                  "pattern of sizes; the residuals on this communicator are dropped and the "
+                  "step is %s again (said once)",
+                  static_cast<long long>(count),
+                  settings_.cscStepOperations > 0 ? "counted" : "learned");
+    }
+    stepsBrokenWarned_ = true;
+  } else if (event == StepPositions::Event::kGaveUp && facts_.rank == 0) {
+    GFSHIM_WARN(kEngine,
+                "GFSHIM_CSC_KEY=position: no step found in the sizes of the first %lld float "
+                "SUM operations on this communicator; they run dense (exact) from now on. "
+                "GFSHIM_CSC_STEP_OPERATIONS gives the step",
+                static_cast<long long>(steps_->learningLimit()));
+  }
+  return place ? stepPositionKey(*place) : 0;
 }
 
 Status Engine::agreeOnCudaDriver() {
@@ -191,7 +192,9 @@ Status Engine::reduce(const Bucket& bucket, const Plan& plan, const BucketOption
   std::array<int32_t, 3> minimum{};
   GFSHIM_RETURN_IF_ERROR(agree(bucket, options, vote, outcome, &minimum));
   const std::vector<uintptr_t> residualNames =
-      steps_ || plan.lossy.any() ? residualNamesOf(bucket) : std::vector<uintptr_t>();
+      !options.residualNames.empty()    ? options.residualNames
+      : steps_ || plan.lossy.any() ? residualNamesOf(bucket)
+                                   : std::vector<uintptr_t>();
   GpuRoute route = at.anyDevice() ? GpuRoute::kStaged : GpuRoute::kHost;
   // Without a vote (no rank had the driver at setup) a device buffer that appeared since is
   // staged as one block: the host ranks' wire pattern.

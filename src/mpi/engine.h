@@ -80,6 +80,10 @@ struct BucketOptions {
   // Runs on every rank before an agreed NCCL route starts (the blocking path waits there for its
   // fusion queue's NCCL work: FusionQueue::waitForEnqueued).
   std::function<void()> beforeNccl;
+  // The operations' residual names, given by a fusion round that named its operations in queue
+  // order (residualNameOf), so that positions in the step do not follow the buckets' order; empty:
+  // the engine names them itself.
+  std::vector<uintptr_t> residualNames;
 };
 
 struct BucketOutcome {
@@ -119,6 +123,13 @@ class Engine {
   Plan plan(const Plan& callPlan, DType dtype, RedOp op, uint64_t bytes,
             uint64_t largestOperationBytes = 0) const;
 
+  // GFSHIM_CSC_KEY=position is on: residual names are places in the step, counted per operation.
+  bool namesResidualsByPlace() const { return steps_.has_value(); }
+  // What one operation's residual belongs to (GFSHIM_CSC_KEY): its receive buffer's address, or
+  // for a float SUM with position keys its place in the step (0 while it has none: the call then
+  // runs dense); counts the place.
+  uintptr_t residualNameOf(const void* recv, int64_t count, DType dtype, RedOp op);
+
   // Collective: reduces the bucket with `plan` (from plan(), not a pass-through unless the bucket
   // came from a fusion round). *outcome says which route ran.
   Status reduce(const Bucket& bucket, const Plan& plan, const BucketOptions& options,
@@ -134,10 +145,9 @@ class Engine {
                BucketOutcome* outcome, std::array<int32_t, 3>* minimum);
   // NCCL through the plugin. *declined: every rank's plugin refused it alike before any transfer.
   Status reduceOnGpu(const Bucket& bucket, const Plan& plan, bool* declined);
-  // What each operation's residual belongs to (GFSHIM_CSC_KEY): its receive buffer's address, or
-  // its place in the step (0 while it has none: the call then runs dense). With position keys
-  // every float SUM bucket counts its operations' places, lossy or not, so that the steps look
-  // alike whatever the buckets; otherwise it is asked for lossy buckets only.
+  // residualNameOf for each of the bucket's operations. With position keys every float SUM
+  // bucket counts its operations' places, lossy or not, so that the steps look alike whatever the
+  // buckets; otherwise it is asked for lossy buckets only.
   std::vector<uintptr_t> residualNamesOf(const Bucket& bucket);
   // Host memory: one operation through the staging pipeline, or the packed bucket.
   Status reduceOnHost(const Bucket& bucket, const Plan& plan, GpuRoute route,

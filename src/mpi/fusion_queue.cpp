@@ -367,7 +367,8 @@ void FusionQueue::took(std::vector<PendingOp>& taken) {
   for (const PendingOp& op : taken) settings_.timeline->dequeued(op.id);
 }
 
-Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
+Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket,
+                                 const std::vector<uintptr_t>& runResidualNames) {
   std::vector<BucketOperation> operations;
   operations.reserve(bucket.ops.size());
   uint64_t largestOperationBytes = 0;
@@ -389,7 +390,11 @@ Status FusionQueue::reduceBucket(PendingOp* run, const FusionBucket& bucket) {
                                   bucket.bytes, largestOperationBytes);
   const auto start = std::chrono::steady_clock::now();
   BucketOutcome outcome;
-  GFSHIM_RETURN_IF_ERROR(engine_->reduce(reduced, plan, BucketOptions(), &outcome));
+  BucketOptions options;
+  if (!runResidualNames.empty()) {
+    for (size_t index : bucket.ops) options.residualNames.push_back(runResidualNames[index]);
+  }
+  GFSHIM_RETURN_IF_ERROR(engine_->reduce(reduced, plan, options, &outcome));
   if (outcome.route == GpuRoute::kPassthrough) {
     // Device buffers neither NCCL nor staging may take (progress thread only: inside a task they
     // are staged): the MPI reduces each as it is, as a blocking call's would be.
@@ -438,9 +443,18 @@ Status FusionQueue::reduce(std::vector<PendingOp>& taken) {
       const bool apart = keptApartInBuckets(op.dtype, op.op, op.bytes(), settings_.settings);
       shapes.push_back({op.count, op.dtype, op.op, static_cast<uint8_t>(apart ? 1 : 0)});
     }
+    // Places in the step follow the queue's order, not the buckets' (kinds and operations
+    // reduced alone reorder them).
+    std::vector<uintptr_t> residualNames;
+    if (engine_->namesResidualsByPlace()) {
+      for (size_t i = start; i < end; ++i) {
+        residualNames.push_back(
+            engine_->residualNameOf(taken[i].recv, taken[i].count, taken[i].dtype, taken[i].op));
+      }
+    }
     for (const FusionBucket& bucket : packBuckets(shapes, settings_.settings.fusionBytes,
                                                   fusionAloneBytesOn(engine_->facts()))) {
-      const Status status = reduceBucket(&taken[start], bucket);
+      const Status status = reduceBucket(&taken[start], bucket, residualNames);
       if (!status.isOk()) {
         GFSHIM_WARN(kEngine, "fused allreduce failed, later ones on this communicator fail: %s",
                     status.message().c_str());

@@ -227,7 +227,9 @@ class FusionQueue {
 
   // `run` points at the first operation of the run of engine operations `bucket` indexes into:
   // the engine reduces them as one bucket (mpi/engine.h).
-  Status reduceBucket(PendingOp* run, const struct FusionBucket& bucket);
+  // `runResidualNames`: the run's residual names in queue order (position keys), or empty.
+  Status reduceBucket(PendingOp* run, const struct FusionBucket& bucket,
+                      const std::vector<uintptr_t>& runResidualNames);
   // One operation by PMPI_Allreduce (a native one; a device buffer the MPI must take as it is).
   void reduceNative(PendingOp& op);
 

@@ -20,9 +20,11 @@
  *     optimizer would (U = 0.5 U + what came back), which must satisfy the same.
  *
  *     Then a tensor far below every threshold (10 floats, blocking and MPI_Iallreduce + MPI_Wait):
- *     momentum correction must see it too, dense: call c after one call with data delivers the
- *     exact momentum update sum over ranks of g * 0.5^c (recovered the same way with the gradient
- *     output), not the plain sum once and then nothing, which is what the MPI would return.
+ *     call c after one call with data must deliver the exact momentum update sum over ranks of
+ *     g * 0.5^c. With the update output the shim must apply that momentum itself, dense (the MPI
+ *     would return the plain sum once and then nothing); with the gradient output the call stays
+ *     plain and the application's optimizer (U = 0.5 U + what came back) supplies it, so there the
+ *     check is that the shim leaves the small call's result as the optimizer expects it.
  *
  *  7. local gradient clipping (third argument "clip", GFSHIM_CSC_CLIP=c, density 1): rank r sends
  *     r + 1 everywhere; the sum must be that of each rank's input scaled to an L2 norm of at most

@@ -467,6 +467,30 @@ TEST(LossyPolicy, MomentumCorrectionTakesEveryFloatSumDenseBelowTheLossyThreshol
   EXPECT_TRUE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, 4000, s));
 }
 
+// An operation between GFSHIM_COMPRESS_MIN_BYTES and GFSHIM_MIN_BYTES: as a blocking call the
+// gradient output passes it to the MPI, so fused it must never be sparse either, whatever bucket
+// the timing puts it in; the update output takes every float SUM, so it is sparse both ways.
+TEST(LossyPolicy, MomentumSparsityBetweenTheThresholdsDoesNotDependOnTheBucket) {
+  Settings s = settings(256 << 10, AlgoChoice::kAuto);
+  s.compressMinBytes = 64 << 10;
+  s.cscDensity = 0.1;
+  s.cscMomentum = 0.9;
+  const uint64_t between = 100 << 10;
+  s.cscMomentumOutput = CscMomentumOutput::kGradient;
+  EXPECT_EQ(momentumSparseMinBytes(s), uint64_t(256 << 10));
+  EXPECT_EQ(planCall(floatSum(between / 4), s).reason, Reason::kBelowMinBytes);
+  EXPECT_TRUE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, between, s));
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 3 * between, s, between).any());
+  EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 3 * between, s, 256 << 10).sparse);
+  s.cscMomentumOutput = CscMomentumOutput::kUpdate;
+  EXPECT_EQ(momentumSparseMinBytes(s), uint64_t(64 << 10));
+  EXPECT_EQ(planCall(floatSum(between / 4), s).route, Route::kEngine);
+  EXPECT_FALSE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, between, s));
+  const LossyModes alone = lossyModesFor(DType::kFloat32, RedOp::kSum, between, s, between);
+  EXPECT_TRUE(alone.sparse);
+  EXPECT_FALSE(alone.denseMomentum);
+}
+
 // A lossy MPI_Iallreduce never goes to the MPI's own by the lone-call prediction: it cannot
 // compress (the lossy modes would silently not run).
 TEST(LossyPolicy, LossyIallreducesStayWithTheShim) {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "engine/corrected_buffers.h"
 #include "engine/policy.h"
 #include "gpu/cuda_driver.h"
 #include "hooks/hook_api.h"
@@ -179,6 +180,28 @@ void warnIfDevicePointerToMpi(Runtime& rt, const TypedArgs& a, const CallInfo& c
   }
 }
 
+// Under momentum correction with address keys, a float SUM call the shim passes through whose
+// receive buffer an engine keeps a velocity for: that reduction bypasses the velocity
+// (engine/corrected_buffers.h). Said once. (The small-call lane never takes a corrected size.)
+void warnIfCorrectedBufferToMpi(const Runtime& rt, const TypedArgs& a, const CallInfo& call,
+                                Reason reason) {
+  if (!velocitiesFollowBuffers(rt.settings) || call.dtype != DType::kFloat32 ||
+      call.op != RedOp::kSum || call.count <= 0) {
+    return;
+  }
+  if (!CorrectedBuffers::process().corrected(reinterpret_cast<uintptr_t>(a.recv),
+                                             static_cast<size_t>(call.count))) {
+    return;
+  }
+  static std::atomic<bool> told{false};
+  if (told.exchange(true)) return;
+  GFSHIM_WARN(kEngine,
+              "GFSHIM_CSC_MOMENTUM: a buffer of %lld floats whose momentum the shim keeps went to "
+              "the MPI (%s): that reduction bypasses its velocity, so the shim's update for it is "
+              "not momentum SGD's. Reduce each gradient one way on one communicator (said once)",
+              static_cast<long long>(call.count), reasonText(reason));
+}
+
 void recordPassthrough(Runtime& rt, Reason reason, int64_t count, uint64_t bytes) {
   rt.stats.record(reason, bytes, 0, 0);
   GFSHIM_TRACE(kPolicy, "allreduce count=%lld -> passthrough: %s", static_cast<long long>(count),
@@ -187,6 +210,7 @@ void recordPassthrough(Runtime& rt, Reason reason, int64_t count, uint64_t bytes
 
 int passthrough(Runtime& rt, const TypedArgs& a, const CallInfo& call, Reason reason) {
   recordPassthrough(rt, reason, call.count, call.bytes());
+  warnIfCorrectedBufferToMpi(rt, a, call, reason);
   if (mayStagePassthrough(call, reason)) {
     bool staged = false;
     Status copyError;

@@ -1,6 +1,7 @@
 #include "engine/lossy_allreduce.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -10,6 +11,7 @@
 #include "algo/torus_allreduce.h"
 #include "common/log.h"
 #include "compress/half_wire_steps.h"
+#include "engine/corrected_buffers.h"
 #include "engine/execute.h"
 
 namespace gfshim {
@@ -139,6 +141,20 @@ void forEachArray(CscResidual& a, CscResidual& b, Visit visit) {
   visit(a.delivered, b.delivered);
 }
 
+// Records that this engine keeps the key's velocity; warns (once in the process) when another
+// engine keeps one for the same buffer.
+void claimVelocity(const ResidualKey& key, LossyState& state) {
+  static std::atomic<bool> warned{false};
+  if (!CorrectedBuffers::process().claim(key.address, key.count, &state)) return;
+  if (warned.exchange(true)) return;
+  GFSHIM_WARN(kEngine,
+              "GFSHIM_CSC_MOMENTUM: a buffer of %zu floats is momentum-corrected on two paths (its "
+              "blocking calls and its MPI_Iallreduces, or two communicators), each with its own "
+              "velocity: what comes back for it is not momentum SGD's update. Reduce each gradient "
+              "one way on one communicator (said once)",
+              key.count);
+}
+
 // The residual of the call: the key's own entry, or the operations' entries gathered into the
 // state's bucket residual (nullptr when any of them is refused by the memory cap, or has no name
 // yet: an operation whose place in the step is not known, engine/step_positions.h).
@@ -158,6 +174,7 @@ CscResidual* residualFor(const std::vector<ResidualKey>& keys, size_t count, Los
       }
       return nullptr;
     }
+    if (state.claimsVelocities) claimVelocity(key, state);
     parts->push_back(entry);
   }
   if (parts->size() == 1) return parts->front();
@@ -280,7 +297,12 @@ const float* clippedInput(const Settings& settings, int ranks, const float* send
 }  // namespace
 
 LossyState::LossyState(const Settings& settings)
-    : residuals(settings.cscMaxResidualBytes, cscArraysPerElement(cscParamsOf(settings))) {}
+    : residuals(settings.cscMaxResidualBytes, cscArraysPerElement(cscParamsOf(settings))),
+      claimsVelocities(velocitiesFollowBuffers(settings)) {}
+
+LossyState::~LossyState() {
+  if (claimsVelocities) CorrectedBuffers::process().release(this);
+}
 
 CscParams cscParamsOf(const Settings& settings) {
   CscParams params;

@@ -59,7 +59,13 @@ namespace gfshim {
 // Per communicator (the blocking path's, and each fusion queue's own).
 struct LossyState {
   explicit LossyState(const Settings& settings);
+  ~LossyState();
+  LossyState(const LossyState&) = delete;
+  LossyState& operator=(const LossyState&) = delete;
   CscResidualStore residuals;
+  // Momentum correction with address keys: the velocities are claimed in the process's
+  // CorrectedBuffers (engine/corrected_buffers.h), so that a buffer two engines correct is seen.
+  bool claimsVelocities = false;
   CscScratch csc;
   CscResidual bucketResidual;  // a fused bucket's operations' residuals, gathered
   Workspace inputCopy;         // an in-place compressed call's input, for the overflow redo

@@ -337,15 +337,20 @@ bool momentumCorrectionOn(const Settings& settings) {
   return settings.cscDensity > 0 && settings.cscMomentum > 0;
 }
 
+bool velocitiesFollowBuffers(const Settings& settings) {
+  return momentumCorrectionOn(settings) && settings.cscKey == CscKey::kAddress;
+}
+
 bool momentumTakesEveryFloatSum(const Settings& settings) {
   return momentumCorrectionOn(settings) &&
          settings.cscMomentumOutput == CscMomentumOutput::kUpdate;
 }
 
 uint64_t momentumSparseMinBytes(const Settings& settings) {
-  return momentumTakesEveryFloatSum(settings)
-             ? settings.compressMinBytes
-             : std::max(settings.compressMinBytes, settings.minBytes);
+  if (momentumTakesEveryFloatSum(settings)) return settings.compressMinBytes;
+  const SmallCallRule small = smallCallRule(settings);
+  return std::max(
+      {settings.compressMinBytes, small.blockingBelowBytes, small.nonblockingBelowBytes});
 }
 
 bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& settings) {

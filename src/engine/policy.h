@@ -215,6 +215,11 @@ LossyModes lossyModesFor(DType dtype, RedOp op, uint64_t bytes, const Settings& 
 // GFSHIM_CSC_MOMENTUM with GFSHIM_CSC_DENSITY: the shim keeps the momentum of the gradients it
 // defers (momentum correction).
 bool momentumCorrectionOn(const Settings& settings);
+// ... with address keys (GFSHIM_CSC_KEY=address): each velocity belongs to a buffer, which the
+// engines claim in the process's CorrectedBuffers, and a float SUM call the shim passes through
+// (not by the small-call lane, which no corrected size takes: momentumSparseMinBytes) is checked
+// against them (engine/corrected_buffers.h).
+bool velocitiesFollowBuffers(const Settings& settings);
 // ... with GFSHIM_CSC_MOMENTUM_OUTPUT=update: the application's optimizer runs plain SGD, so the
 // shim must give every gradient its momentum, every step: a tensor the MPI reduced would get
 // none. Every float SUM call, of any size, blocking or fused, then takes the engine through its
@@ -223,8 +228,10 @@ bool momentumCorrectionOn(const Settings& settings);
 // application's optimizer gives the small ones their momentum, so they stay as they are.
 bool momentumTakesEveryFloatSum(const Settings& settings);
 // Under momentum correction, the size from which a float SUM operation is sparse, blocking or
-// fused alike: GFSHIM_COMPRESS_MIN_BYTES, and with the gradient output at least GFSHIM_MIN_BYTES
-// too, below which a blocking call (and so a fused bucket of such operations) goes to the MPI.
+// fused alike: GFSHIM_COMPRESS_MIN_BYTES, and with the gradient output at least every size the
+// small-call rule gives to the MPI (GFSHIM_MIN_BYTES for a blocking call, and so for a fused
+// bucket of such operations; GFSHIM_FUSION_MIN_BYTES for an MPI_Iallreduce where it applies), so
+// that no buffer the shim corrects ever goes to the MPI by its size.
 uint64_t momentumSparseMinBytes(const Settings& settings);
 // A fused float SUM operation below momentumSparseMinBytes under momentum correction: it never
 // shares a bucket with larger ones (FusibleOp::kind).

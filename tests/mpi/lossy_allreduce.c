@@ -38,8 +38,15 @@
  *     delivered is the exact sum, as in 4; with address keys they stay with the data step's
  *     buffers, and the test checks that the total falls short (what position keys are for).
  *
+ *  9. one buffer on two paths under momentum correction (third argument "two-paths"; only this
+ *     part runs): kCount floats reduced three times with MPI_Allreduce, then three times with
+ *     MPI_Iallreduce + MPI_Wait. Two velocities (the blocking engine's and the fusion queue's),
+ *     or, with GFSHIM_FUSION=0, the MPI reducing the nonblocking calls, see parts of one
+ *     gradient: the shim must warn (the ctests expect its words; the results must still be
+ *     identical on every rank).
+ *
  * usage: lossy_allreduce CODEC(none|fp16|bf16) DENSITY
- *                        [prescale|momentum-update|momentum-gradient|clip|fresh]
+ *                        [prescale|momentum-update|momentum-gradient|clip|fresh|two-paths]
  *                        (what the environment set)
  */
 #include <math.h>
@@ -278,6 +285,22 @@ static void momentumOfSmallTensors(int nonblocking) {
         nonblocking ? "MPI_Iallreduce" : "MPI_Allreduce", bad, badCall);
 }
 
+static void momentumOnTwoPaths(void) {
+  float* x = malloc(kCount * sizeof(float));
+  for (int c = 0; c < 6; ++c) {
+    for (int i = 0; i < kCount; ++i) x[i] = smallInteger(rank, i);
+    if (c < 3) {
+      MPI_Allreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    } else {
+      MPI_Request request;
+      MPI_Iallreduce(MPI_IN_PLACE, x, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
+    CHECK(identicalOnAllRanks(x, kCount), "one buffer on two paths: ranks differ (call %d)", c);
+  }
+  free(x);
+}
+
 static void cscClipping(void) {
   const char* setting = getenv("GFSHIM_CSC_CLIP");
   const double limit = (setting ? atof(setting) : 0) / sqrt((double)size);
@@ -377,15 +400,20 @@ int main(int argc, char** argv) {
   momentum = momentumGradient || (argc > 3 && strcmp(argv[3], "momentum-update") == 0);
   clip = argc > 3 && strcmp(argv[3], "clip") == 0;
   const int fresh = argc > 3 && strcmp(argv[3], "fresh") == 0;
+  const int twoPaths = argc > 3 && strcmp(argv[3], "two-paths") == 0;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (fresh) {
-    cscFreshBuffers(0);
-    cscFreshBuffers(1);
+  if (fresh || twoPaths) {
+    if (fresh) {
+      cscFreshBuffers(0);
+      cscFreshBuffers(1);
+    } else {
+      momentumOnTwoPaths();
+    }
     int total = 0;
     PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("lossy_allreduce: fresh buffers, density %g on %d ranks: %s\n", density, size, total ? "FAILED" : "passed");
+    if (rank == 0) printf("lossy_allreduce: %s, density %g on %d ranks: %s\n", fresh ? "fresh buffers" : "two paths", density, size, total ? "FAILED" : "passed");
     MPI_Finalize();
     return total ? 1 : 0;
   }

@@ -482,6 +482,18 @@ TEST(LossyPolicy, MomentumSparsityBetweenTheThresholdsDoesNotDependOnTheBucket) 
   EXPECT_TRUE(keptApartInBuckets(DType::kFloat32, RedOp::kSum, between, s));
   EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, 3 * between, s, between).any());
   EXPECT_TRUE(lossyModesFor(DType::kFloat32, RedOp::kSum, 3 * between, s, 256 << 10).sparse);
+  // An MPI_Iallreduce below GFSHIM_FUSION_MIN_BYTES goes to the MPI's own where that runs
+  // beside fusion: such a size is never corrected either.
+  s.fusionMinBytes = 512 << 10;
+  s.fusionAvailable = true;
+  s.nativeIallreduceBesideFusion = true;
+  EXPECT_EQ(momentumSparseMinBytes(s), uint64_t(512 << 10));
+  CallInfo nonblocking = floatSum(between);  // 400 KB
+  nonblocking.nonblocking = true;
+  EXPECT_EQ(planCall(nonblocking, s).reason, Reason::kBelowFusionMin);
+  EXPECT_FALSE(lossyModesFor(DType::kFloat32, RedOp::kSum, between * 4, s, between * 4).any());
+  s.nativeIallreduceBesideFusion = false;
+  EXPECT_EQ(momentumSparseMinBytes(s), uint64_t(256 << 10));
   s.cscMomentumOutput = CscMomentumOutput::kUpdate;
   EXPECT_EQ(momentumSparseMinBytes(s), uint64_t(64 << 10));
   EXPECT_EQ(planCall(floatSum(between / 4), s).route, Route::kEngine);

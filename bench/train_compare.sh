@@ -5,7 +5,7 @@
 #
 #   bench/train_compare.sh [--cluster NxR [--rate 1gbit] | --np P] [--modes "native exact fp16 csc0.1"]
 #                          [--program cpp|python|pytorch] [--csc-warmup CALLS] [--csc-chunk ELEMENTS]
-#                          [--csc-momentum M] [--keep DIR] -- [TRAINING ARGS]
+#                          [--csc-momentum M] [--csc-clip C] [--keep DIR] -- [TRAINING ARGS]
 #
 # --cluster 4x2 runs on the emulated cluster (bench/emulated_cluster.sh: 4 namespaces "nodes" x 2
 # ranks, rate-limited links; needs root and network namespaces); "bytes between nodes" is then
@@ -21,12 +21,13 @@
 # GFSHIM_CSC_MOMENTUM=M, --csc-momentum, default 0.9, the examples' SGD momentum; the shim hands
 # back gradients and the program's momentum optimizer stays as it is), +mcu (the same correction
 # handing back the update, GFSHIM_CSC_MOMENTUM_OUTPUT=update, and the program run with
-# --momentum 0: plain SGD), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0).
+# --momentum 0: plain SGD), +clip (DGC's local gradient clipping: GFSHIM_CSC_CLIP=C, --csc-clip,
+# default 1), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0).
 # Each shim run's GFSHIM STATS report is printed after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster="" rate=1gbit np=4 modes="native exact fp16 csc0.1" program=cpp keep="" csc_warmup=2 csc_chunk=4K
-csc_momentum=0.9
+csc_momentum=0.9 csc_clip=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --cluster) cluster=$2; shift 2 ;;
@@ -38,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --csc-warmup) csc_warmup=$2; shift 2 ;;
     --csc-chunk) csc_chunk=$2; shift 2 ;;
     --csc-momentum) csc_momentum=$2; shift 2 ;;
+    --csc-clip) csc_clip=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "train_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -90,6 +92,7 @@ run_mode() {  # mode -> $work/mode.log
           mc) envs+=("GFSHIM_CSC_MOMENTUM=$csc_momentum" GFSHIM_CSC_MOMENTUM_OUTPUT=gradient) ;;
           mcu) envs+=("GFSHIM_CSC_MOMENTUM=$csc_momentum" GFSHIM_CSC_MOMENTUM_OUTPUT=update)
                extra=(--momentum 0) ;;
+          clip) envs+=("GFSHIM_CSC_CLIP=$csc_clip") ;;
           all) envs+=(GFSHIM_COMPRESS_MIN_BYTES=0) ;;
           *) echo "train_compare.sh: unknown mode suffix +$suffix in $mode" >&2; exit 2 ;;
         esac

@@ -22,7 +22,9 @@
 # back gradients and the program's momentum optimizer stays as it is), +mcu (the same correction
 # handing back the update, GFSHIM_CSC_MOMENTUM_OUTPUT=update, and the program run with
 # --momentum 0: plain SGD), +clip (DGC's local gradient clipping: GFSHIM_CSC_CLIP=C, --csc-clip,
-# default 1), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0).
+# default 1), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0), +frozen (the
+# control: clipping at 1e-6, so every call of the buffers CSC takes, warm-up included, sends almost
+# nothing and the layers they hold keep their initial weights: the accuracy when they do not learn).
 # Each shim run's GFSHIM STATS report is printed after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,6 +95,7 @@ run_mode() {  # mode -> $work/mode.log
           mcu) envs+=("GFSHIM_CSC_MOMENTUM=$csc_momentum" GFSHIM_CSC_MOMENTUM_OUTPUT=update)
                extra=(--momentum 0) ;;
           clip) envs+=("GFSHIM_CSC_CLIP=$csc_clip") ;;
+          frozen) envs+=(GFSHIM_CSC_CLIP=1e-6) ;;
           all) envs+=(GFSHIM_COMPRESS_MIN_BYTES=0) ;;
           *) echo "train_compare.sh: unknown mode suffix +$suffix in $mode" >&2; exit 2 ;;
         esac

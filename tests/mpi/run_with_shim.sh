@@ -12,6 +12,12 @@
 # a non-zero status); if `timeout` has to end it, the test fails as a hang even with
 # --expect-fail, so "the MPI aborted the job" and "we had to kill a hang" stay apart.
 # Every run prints its wall time as "# wall: S s, exit status N, ended at EPOCH".
+# Open MPI 4.x's launcher sometimes reports a rank that did finalize as "with PID 0 ... exiting
+# improperly" (a race between the rank's exit and its finalize message, worst on a loaded machine:
+# open-mpi/ompi#7833, #9389, #12607; seen here 3 times in 396 tests beside a simulation). A run
+# that fails with that report, and was not expected to fail, is run once more and says so; the
+# second run's result stands. A rank that really exits without MPI_Finalize is reported the same
+# way and fails both runs.
 set -euo pipefail
 
 flavour=openmpi launcher="" shim="" np=2 expect_engine="" expect_fail=0 time_limit=600 hang_fails=0
@@ -48,17 +54,26 @@ else
 fi
 cmd+=("$@")
 echo "# cmd: ${cmd[*]}"
-started=$(date +%s.%N)
 # The output goes to a file, not through $(...): ranks orphaned by a killed launcher would hold a
 # pipe open, and the test would wait for them long after the time limit.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-timeout -k 10 "$time_limit" "${cmd[@]}" >"$log" 2>&1 && status=0 || status=$?
-ended=$(date +%s.%N)
-output=$(<"$log")
-echo "$output"
-wall=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
-echo "# wall: $wall s, exit status $status, ended at $ended"
+run_once() {
+  started=$(date +%s.%N)
+  timeout -k 10 "$time_limit" "${cmd[@]}" >"$log" 2>&1 && status=0 || status=$?
+  ended=$(date +%s.%N)
+  output=$(<"$log")
+  echo "$output"
+  wall=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
+  echo "# wall: $wall s, exit status $status, ended at $ended"
+}
+run_once
+if [[ $flavour == openmpi && $expect_fail == 0 && $status -ne 0 ]] &&
+   grep -q "with PID 0 on" <<<"$output" && grep -q "exiting improperly" <<<"$output"; then
+  echo "# Open MPI reported a rank with PID 0 exiting improperly (its launcher's finalize race, or a"
+  echo "# rank without MPI_Finalize): running once more; this run's result stands"
+  run_once
+fi
 
 fail() { echo "run_with_shim.sh: FAILED: $*"; exit 1; }
 if [[ $hang_fails == 1 ]] && { [[ $status -eq 124 ]] || { [[ $status -eq 137 ]] && awk -v w="$wall" -v l="$time_limit" 'BEGIN { exit !(w >= l) }'; }; }; then

@@ -6,7 +6,8 @@
 #
 #   bench/lossy_accuracy.sh [--seeds "1 2 3"] [--schedules "none 128:2,256"]
 #                           [--modes "exact fp16 csc0.1 ..."] [--cluster 4x2] [--out DIR]
-#                           [--csc-warmup CALLS] [--csc-clip C] [-- TRAINING ARGS]
+#                           [--csc-warmup CALLS] [--csc-clip C] [--csc-chunk ELEMENTS]
+#                           [-- TRAINING ARGS]
 #
 # Defaults: seeds 1 2 3; schedules none (the fixed batch of the training arguments) and
 # 128:2,256 (Mikami et al.'s batch-size control: the batch and the learning rate double in the
@@ -19,11 +20,11 @@
 # one, those layers learn densely first and the floor is the accuracy after the warm-up, which
 # +frozen (clipped in the warm-up too) does not give. The main job's cluster and arguments (4
 # nodes x 2 ranks at 1 Gbit/s; 3 epochs of 20 000 images, batch 128; CSC chunks of 256
-# elements). Each run's logs stay in DIR/<schedule>/seed<N>/ (default: a new temporary
-# directory), so the table can be made again with --table DIR.
+# elements, or --csc-chunk). Each run's logs stay in DIR/<schedule>/seed<N>/ (default: a new
+# temporary directory), so the table can be made again with --table DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-seeds="1 2 3" schedules="none 128:2,256" cluster=4x2 out="" table_only="" csc_warmup=0 csc_clip=0.1
+seeds="1 2 3" schedules="none 128:2,256" cluster=4x2 out="" table_only="" csc_warmup=0 csc_clip=0.1 csc_chunk=256
 modes="exact fp16 csc0.01+frozen csc0.1 csc0.01 csc0.1+mc csc0.01+mc csc0.1+mc+clip csc0.01+mc+clip"
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -34,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --csc-warmup) csc_warmup=$2; shift 2 ;;
     --csc-clip) csc_clip=$2; shift 2 ;;
+    --csc-chunk) csc_chunk=$2; shift 2 ;;
     --table) table_only=$2; shift 2 ;;
     --) shift; break ;;
     *) sed -n '2,24p' "$0"; exit 2 ;;
@@ -50,7 +52,7 @@ if [[ -z $table_only ]]; then
     for seed in $seeds; do
       args=("${training[@]}" --seed "$seed")
       [[ $schedule != none ]] && args+=(--batch-schedule "$schedule")
-      "$root/bench/train_compare.sh" --cluster "$cluster" --modes "$modes" --csc-chunk 256 \
+      "$root/bench/train_compare.sh" --cluster "$cluster" --modes "$modes" --csc-chunk "$csc_chunk" \
         --csc-warmup "$csc_warmup" --csc-clip "$csc_clip" --keep "$out/$(dir_of "$schedule")/seed$seed" -- "${args[@]}" |
         sed -n '/^mode /,/^$/p'
     done

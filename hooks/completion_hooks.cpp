@@ -118,12 +118,23 @@ constexpr std::chrono::microseconds kRecheck{100};
 
 // Polls `test` (an MPI_Test* call writing whether the wait is over) until it succeeds, sleeping
 // between polls; once no fused operation is in flight, hands over to `wait` (the blocking form).
+// `requests`: the `count` requests waited on. When every one is a fused operation's
+// (FusionQueue::isFused), nothing but the shim's transfers can complete them: progress in calls
+// then blocks in the MPI while every fused operation waits for a transfer, instead of polling.
 template <typename Test, typename Wait>
-int waitWhileFusing(Test test, Wait wait) {
+int waitWhileFusing(Test test, Wait wait, int count, const MPI_Request* requests) {
   if (ReentryGuard::inside() || FusionCompletions::inFlight() == 0) return wait();
   if (FusionQueue::anyInCalls()) {
+    bool onlyFused = count > 0;
+    for (int i = 0; i < count && onlyFused; ++i) {
+      onlyFused = requests[i] == MPI_REQUEST_NULL || FusionQueue::isFused(requests[i]);
+    }
     for (;;) {
-      FusionQueue::progressAll();
+      if (onlyFused) {
+        FusionQueue::progressAllOrBlock();
+      } else {
+        FusionQueue::progressAll();
+      }
       if (FusionCompletions::inFlight() == 0) return wait();
       bool done = false;
       const int rc = test(&done);
@@ -210,7 +221,7 @@ int waitHook(void* rawRequest, void* rawStatus) noexcept {
         *done = flag != 0;
         return rc;
       },
-      [&] { return nextWait(request, status); });
+      [&] { return nextWait(request, status); }, 1, request);
 }
 
 // Waitall's poll while fused operations run: one request looked at per poll, not all of them.
@@ -243,7 +254,7 @@ int waitallHook(int count, void* rawRequests, void* rawStatuses) noexcept {
         *done = flag != 0;
         return rc;
       },
-      [&] { return forwardWaitall(count, requests, statuses); });
+      [&] { return forwardWaitall(count, requests, statuses); }, count, requests);
 }
 
 int waitanyHook(int count, void* rawRequests, int* index, void* rawStatus) noexcept {
@@ -256,7 +267,7 @@ int waitanyHook(int count, void* rawRequests, int* index, void* rawStatus) noexc
         *done = flag != 0;
         return rc;
       },
-      [&] { return forwardWaitany(count, requests, index, status); });
+      [&] { return forwardWaitany(count, requests, index, status); }, count, requests);
 }
 
 int waitsomeHook(int count, void* rawRequests, int* outcount, int* indices,
@@ -269,7 +280,7 @@ int waitsomeHook(int count, void* rawRequests, int* outcount, int* indices,
         *done = *outcount != 0;  // MPI_UNDEFINED (no active request) ends the wait too
         return rc;
       },
-      [&] { return nextWaitsome(count, requests, outcount, indices, statuses); });
+      [&] { return nextWaitsome(count, requests, outcount, indices, statuses); }, count, requests);
 }
 
 }  // namespace gfshim::hooks

@@ -93,6 +93,8 @@ void Stats::recordFusionProgress(uint64_t nanos) {
   bump(blockOfThisThread()->fusion[kFusionProgressNanos], nanos);
 }
 
+void Stats::recordFusionBlockedWait() { bump(blockOfThisThread()->fusion[kFusionBlockedWaits], 1); }
+
 void Stats::recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos) {
   ThreadBlock* block = blockOfThisThread();
   bump(block->fusion[kFusionRounds], rounds);
@@ -213,17 +215,22 @@ std::string formatStatsReport(const StatsCounters& summed, int ranks) {
   const uint64_t fusedOps = summed.fusion[kFusionOps];
   if (fusedOps > 0) {
     const uint64_t buckets = summed.calls[static_cast<int>(Reason::kFused)];
+    std::string blocked;
+    if (summed.fusion[kFusionBlockedWaits] > 0) {
+      blocked = ", " + std::to_string(summed.fusion[kFusionBlockedWaits]) +
+                " times blocked in the MPI until a transfer completed";
+    }
     std::snprintf(line, sizeof(line),
                   "GFSHIM STATS fusion       %llu operations in %llu buckets (%.1f per bucket), "
                   "%llu negotiation rounds, %.3f ms mean time from MPI_Iallreduce to completion, "
-                  "%.1f ms in the shim's progress (summed over ranks)\n",
+                  "%.1f ms in the shim's progress%s (summed over ranks)\n",
                   static_cast<unsigned long long>(fusedOps),
                   static_cast<unsigned long long>(buckets),
                   buckets > 0 ? static_cast<double>(fusedOps) / static_cast<double>(buckets) : 0.0,
                   static_cast<unsigned long long>(summed.fusion[kFusionRounds]),
                   static_cast<double>(summed.fusion[kFusionQueuedNanos]) * 1e-6 /
                       static_cast<double>(fusedOps),
-                  static_cast<double>(summed.fusion[kFusionProgressNanos]) * 1e-6);
+                  static_cast<double>(summed.fusion[kFusionProgressNanos]) * 1e-6, blocked.c_str());
     report += line;
   }
   for (int m = 0; m < kLossyModeCount; ++m) {

@@ -65,6 +65,7 @@ enum FusionCounter {
   kFusionOps,
   kFusionQueuedNanos,
   kFusionProgressNanos,
+  kFusionBlockedWaits,  // progress in calls: blocked in the MPI for a transfer (progressAllOrBlock)
   kFusionCounterCount
 };
 
@@ -94,6 +95,7 @@ class Stats {
   // Lazy fusion, from the progress threads.
   void recordFusion(uint64_t rounds, uint64_t ops, uint64_t queuedNanos);
   void recordFusionProgress(uint64_t nanos);
+  void recordFusionBlockedWait();
   void recordLossy(const LossyRecord& record);
   void recordGpu(GpuPathCounter path, uint64_t bytes);
   StatsCounters snapshot() const;

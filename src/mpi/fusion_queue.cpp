@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <unordered_set>
 #include <vector>
 
 #include "common/log.h"
@@ -18,9 +19,21 @@ namespace gfshim {
 struct GrequestResult {
   std::atomic<int> error{MPI_SUCCESS};
   std::atomic<int> owners{2};  // the request (until MPI's free function) and the progress thread
+  MPI_Request request = MPI_REQUEST_NULL;  // in FusedRequests until MPI's free function
 };
 
 namespace {
+
+// The fused operations' requests not yet freed (FusionQueue::isFused).
+struct FusedRequests {
+  std::mutex mutex;
+  std::unordered_set<MPI_Request> requests;
+};
+
+FusedRequests& fusedRequests() {
+  static FusedRequests* const fused = new FusedRequests();  // outlives every thread
+  return *fused;
+}
 
 struct CompletionSignal {
   std::atomic<int64_t> inFlight{0};
@@ -78,7 +91,13 @@ int queryResult(void* state, MPI_Status* status) {
 }
 
 int freeResult(void* state) {
-  release(static_cast<GrequestResult*>(state));
+  auto* result = static_cast<GrequestResult*>(state);
+  {
+    FusedRequests& fused = fusedRequests();
+    std::lock_guard<std::mutex> lock(fused.mutex);
+    fused.requests.erase(result->request);
+  }
+  release(result);
   return MPI_SUCCESS;
 }
 
@@ -195,10 +214,16 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
 
 bool FusionQueue::anyInCalls() { return liveQueues().inCalls.load(std::memory_order_acquire) > 0; }
 
-void FusionQueue::progress() {
-  if (rounds_.idle()) return;
+bool FusionQueue::isFused(MPI_Request request) {
+  FusedRequests& fused = fusedRequests();
+  std::lock_guard<std::mutex> lock(fused.mutex);
+  return fused.requests.count(request) != 0;
+}
+
+bool FusionQueue::progress() {
+  if (rounds_.idle()) return true;
   std::unique_lock<std::mutex> lock(taskMutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // another thread is in the task
+  if (!lock.owns_lock()) return false;  // another thread is in the task
   resumeTask();
   // Counted as active while the loop has work (progressAll's fast path). Checked again after the
   // flag is cleared: an operation queued in between must not be missed.
@@ -209,23 +234,56 @@ void FusionQueue::progress() {
       live.active.fetch_add(1, std::memory_order_acq_rel);
     }
   }
+  return true;
 }
 
-void FusionQueue::progressAll() {
+void FusionQueue::progressAll() { progressEveryQueue(); }
+
+bool FusionQueue::progressEveryQueue() {
   LiveQueues& live = liveQueues();
-  if (live.active.load(std::memory_order_acquire) == 0) return;
-  if (tProgressing || Task::inTask()) return;
+  if (live.active.load(std::memory_order_acquire) == 0) return true;
+  if (tProgressing || Task::inTask()) return false;
   std::unique_lock<std::mutex> lock(live.mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // a queue is being made or freed: the next call progresses
+  if (!lock.owns_lock()) return false;  // a queue is being made or freed: the next call progresses
   tProgressing = true;
+  bool everyQueue = true;
   try {
     for (FusionQueue* queue : live.queues) {
-      if (queue->task_) queue->progress();
+      if (queue->task_) everyQueue = queue->progress() && everyQueue;
     }
   } catch (...) {
     GFSHIM_WARN(kEngine, "fused allreduce progress failed: unexpected exception");
+    everyQueue = false;
   }
   tProgressing = false;
+  return everyQueue;
+}
+
+void FusionQueue::progressAllOrBlock() {
+  const ParkedWaits::LeftToBlocking leftToBlocking;
+  const uint64_t before = ParkedWaits::events();
+  if (!progressEveryQueue() || ParkedWaits::events() != before) return;
+  // Nothing advanced: every task waits for a transfer. Holding every task, so that no other thread
+  // resumes one (and tests a request this thread waits on) meanwhile, and marked as progressing,
+  // so that the MPI's progress hook inside PMPI_Waitany does not try.
+  LiveQueues& live = liveQueues();
+  std::unique_lock<std::mutex> lock(live.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  std::vector<std::unique_lock<std::mutex>> held;
+  std::vector<FusionQueue*> queues;
+  std::vector<ParkedWaits*> drivers;
+  for (FusionQueue* queue : live.queues) {
+    if (!queue->task_) continue;
+    std::unique_lock<std::mutex> taskLock(queue->taskMutex_, std::try_to_lock);
+    if (!taskLock.owns_lock()) return;
+    held.push_back(std::move(taskLock));
+    queues.push_back(queue);
+    drivers.push_back(&queue->parkedWaits_);
+  }
+  tProgressing = true;
+  const int completed = ParkedWaits::blockUntilOneCompletes(drivers);
+  tProgressing = false;
+  if (completed >= 0) queues[static_cast<size_t>(completed)]->stats_->recordFusionBlockedWait();
 }
 
 void FusionQueue::stop() {
@@ -246,6 +304,7 @@ void FusionQueue::stop() {
 
 void FusionQueue::resumeTask() {
   const TimelineLane lane(timelineLane_);
+  const ParkedWaits::Driving driving(&parkedWaits_);
   PhaseTracer* const outer = threadPhaseTracer();
   if (tracer_) setThreadPhaseTracer(&*tracer_);  // the algorithms' phases, for the timeline
   const auto start = std::chrono::steady_clock::now();
@@ -304,6 +363,12 @@ Status FusionQueue::enqueue(PendingOp op, MPI_Request* request) {
     return mpiErrorStatus("PMPI_Grequest_start", rc);
   }
   op.request = *request;
+  op.result->request = *request;
+  {
+    FusedRequests& fused = fusedRequests();
+    std::lock_guard<std::mutex> lock(fused.mutex);
+    fused.requests.insert(*request);
+  }
   op.queuedAt = std::chrono::steady_clock::now();
   static std::atomic<uint64_t> nextId{1};
   op.id = nextId.fetch_add(1, std::memory_order_relaxed);

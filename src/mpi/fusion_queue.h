@@ -97,6 +97,7 @@
 #include "engine/timeline.h"
 #include "gpu/cuda_driver.h"
 #include "mpi/engine.h"
+#include "mpi/pmpi_wait.h"
 
 namespace gfshim {
 
@@ -182,6 +183,13 @@ class FusionQueue {
   // once when called inside a task or while this thread already runs progressAll. Cheap when no
   // queue has work (one atomic load). Any thread; the MPI's progress hook calls it.
   static void progressAll();
+  // progressAll, and when that advanced no queue's task (each only tested a transfer still in
+  // flight) blocks in the MPI until one of those transfers completes (ParkedWaits). For a Wait
+  // hook whose requests are all fused operations (isFused): no other progress can complete them,
+  // so waiting for a transfer loses nothing, and the rank stops polling.
+  static void progressAllOrBlock();
+  // Whether `request` is a fused operation's, not yet freed.
+  static bool isFused(MPI_Request request);
   // Whether some queue is progressed in calls (then the Wait hooks need not sleep).
   static bool anyInCalls();
   // Finishes every queued operation (rounds continue until all ranks' queues are empty), then
@@ -211,8 +219,11 @@ class FusionQueue {
   FusionQueue() = default;
   void run();
   void stop();
-  // Calls mode: resumes the round loop's task once unless another thread is in it or it is idle.
-  void progress();
+  // Calls mode: resumes the round loop's task once unless another thread is in it or it is idle;
+  // false when another thread was in it.
+  bool progress();
+  // progressAll's body; false when some queue with work was not resumed.
+  static bool progressEveryQueue();
   // Calls mode: counts this queue as having work, for progressAll's fast path.
   void markActive();
   // Calls mode, holding taskMutex_: resumes task_ once, with this queue's phase tracer.
@@ -247,6 +258,7 @@ class FusionQueue {
   std::thread thread_;                         // thread mode, from the first enqueue
   std::unique_ptr<Task> task_;                 // calls mode: the round loop
   std::mutex taskMutex_;                       // held while a thread resumes task_
+  ParkedWaits parkedWaits_;                    // calls mode: the transfers task_ waits for
   std::optional<TimelinePhaseTracer> tracer_;  // calls mode with GFSHIM_TIMELINE
   long timelineLane_ = 0;                      // calls mode: this queue's timeline tid
   Status setUpStatus_;

@@ -26,6 +26,22 @@ TEST(Stats, ReportShowsPathsReasonsAndBandwidth) {
   EXPECT_NE(report.find("1.57"), std::string::npos) << report;
 }
 
+// The fusion line says how often progress in calls blocked in the MPI, and only when it did.
+TEST(Stats, FusionLineCountsBlockedWaitsOnlyWhenThereAreAny) {
+  Stats stats;
+  stats.record(Reason::kFused, 4096, 2, 1000);
+  stats.recordFusion(1, 8, 8000000);
+  const std::string polled = formatStatsReport(stats.snapshot(), 1);
+  EXPECT_NE(polled.find("8 operations in 1 buckets"), std::string::npos) << polled;
+  EXPECT_EQ(polled.find("blocked in the MPI"), std::string::npos) << polled;
+  stats.recordFusionBlockedWait();
+  stats.recordFusionBlockedWait();
+  const std::string blocked = formatStatsReport(stats.snapshot(), 1);
+  EXPECT_NE(blocked.find(", 2 times blocked in the MPI until a transfer completed (summed"),
+            std::string::npos)
+      << blocked;
+}
+
 }  // namespace
 }  // namespace gfshim
 

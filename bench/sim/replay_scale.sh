@@ -21,6 +21,9 @@
 # is skipped. As in scale.sh, computation
 # is not simulated, $TMPDIR is /dev/shm unless set, and the other run_simulated.sh settings hold.
 #
+# Every GFSHIM_* variable of the environment is passed to the simulated ranks too (after the
+# settings above, so it wins): GFSHIM_FUSION_BYTES=16M lets 512 ranks' buckets fit in 24 GB.
+#
 # Output: one TSV line per algorithm appended to RESULTS and printed: ranks, algorithm, steps,
 # per-tensor ms, fused ms, check, wall-clock seconds of the per-tensor and of the fused simulation.
 set -euo pipefail
@@ -48,7 +51,8 @@ simulate() {
   local shared=()
   ((np > 64)) && shared=(-s)
   local started; started=$(date +%s.%N)
-  local status=0
+  local status=0 forward=() var
+  for var in $(compgen -e | grep '^GFSHIM_' || true); do forward+=(--env "$var=${!var}"); done
   "$root/tests/smpi/run_simulated.sh" --smpirun smpirun \
     --platform "$root/bench/sim/gradientflow.xml" --np "$np" --ranks-per-host 8 \
     --time-limit "$limit" \
@@ -57,6 +61,7 @@ simulate() {
     --env GFSHIM_INTER_GBPS=56 --env GFSHIM_INTER_LATENCY_US=2 \
     --env GFSHIM_INTRA_GBPS=96 --env GFSHIM_INTRA_LATENCY_US=1 \
     --env GFSHIM_RENDEZVOUS_US=0 --env GFSHIM_REDUCE_GBPS=1e9 \
+    "${forward[@]+"${forward[@]}"}" \
     --cfg smpi/coll-selector:ompi --cfg smpi/shared-malloc-blocksize:67108864 \
     -- "$program" -m resnet50 -n "$steps" -w 0 -p -c "$column" "${shared[@]+"${shared[@]}"}" \
     >"$out" 2>&1 || status=$?

@@ -124,6 +124,9 @@ static void* allocGradient(size_t bytes, int shared) {
   return malloc(bytes);
 }
 
+/* Elements of tensor `i`'s slot in a shared arena: rounded up to 16 floats (64 bytes). */
+static long long arenaSlot(const Model* m, int i) { return (m->sizes[i] + 15) / 16 * 16; }
+
 static void freeGradient(void* p, int shared) {
 #ifdef GFSHIM_SMPI
   if (shared) {
@@ -260,7 +263,7 @@ int main(int argc, char** argv) {
     float* arena = NULL;
     if (shared) {
       long long total = 0;
-      for (int i = 0; i < m->count; ++i) total += (m->sizes[i] + 15) / 16 * 16;
+      for (int i = 0; i < m->count; ++i) total += arenaSlot(m, i);
       arena = allocGradient((size_t)total * sizeof(float), 1);
       if (!arena) { fprintf(stderr, "out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 2); }
     }
@@ -269,7 +272,7 @@ int main(int argc, char** argv) {
       elements += m->sizes[i];
       if (arena) {
         grads[i] = arena + offset;
-        offset += (m->sizes[i] + 15) / 16 * 16;  /* 64-byte aligned */
+        offset += arenaSlot(m, i);
         continue;
       }
       grads[i] = allocGradient((size_t)m->sizes[i] * sizeof(float), 0);

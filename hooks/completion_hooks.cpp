@@ -119,16 +119,13 @@ constexpr std::chrono::microseconds kRecheck{100};
 // Polls `test` (an MPI_Test* call writing whether the wait is over) until it succeeds, sleeping
 // between polls; once no fused operation is in flight, hands over to `wait` (the blocking form).
 // `requests`: the `count` requests waited on. When every one is a fused operation's
-// (FusionQueue::isFused), nothing but the shim's transfers can complete them: progress in calls
+// (FusionQueue::allFused), nothing but the shim's transfers can complete them: progress in calls
 // then blocks in the MPI while every fused operation waits for a transfer, instead of polling.
 template <typename Test, typename Wait>
 int waitWhileFusing(Test test, Wait wait, int count, const MPI_Request* requests) {
   if (ReentryGuard::inside() || FusionCompletions::inFlight() == 0) return wait();
   if (FusionQueue::anyInCalls()) {
-    bool onlyFused = count > 0;
-    for (int i = 0; i < count && onlyFused; ++i) {
-      onlyFused = requests[i] == MPI_REQUEST_NULL || FusionQueue::isFused(requests[i]);
-    }
+    const bool onlyFused = FusionQueue::allFused(count, requests);
     for (;;) {
       if (onlyFused) {
         FusionQueue::progressAllOrBlock();

@@ -24,7 +24,7 @@ struct GrequestResult {
 
 namespace {
 
-// The fused operations' requests not yet freed (FusionQueue::isFused).
+// The fused operations' requests not yet freed (FusionQueue::allFused).
 struct FusedRequests {
   std::mutex mutex;
   std::unordered_set<MPI_Request> requests;
@@ -214,10 +214,13 @@ Status FusionQueue::create(MPI_Comm comm, int rank, int size, const FusionSettin
 
 bool FusionQueue::anyInCalls() { return liveQueues().inCalls.load(std::memory_order_acquire) > 0; }
 
-bool FusionQueue::isFused(MPI_Request request) {
+bool FusionQueue::allFused(int count, const MPI_Request* requests) {
   FusedRequests& fused = fusedRequests();
   std::lock_guard<std::mutex> lock(fused.mutex);
-  return fused.requests.count(request) != 0;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL && fused.requests.count(requests[i]) == 0) return false;
+  }
+  return count > 0;
 }
 
 bool FusionQueue::progress() {
@@ -237,9 +240,7 @@ bool FusionQueue::progress() {
   return true;
 }
 
-void FusionQueue::progressAll() { progressEveryQueue(); }
-
-bool FusionQueue::progressEveryQueue() {
+bool FusionQueue::progressAll() {
   LiveQueues& live = liveQueues();
   if (live.active.load(std::memory_order_acquire) == 0) return true;
   if (tProgressing || Task::inTask()) return false;
@@ -262,7 +263,7 @@ bool FusionQueue::progressEveryQueue() {
 void FusionQueue::progressAllOrBlock() {
   const ParkedWaits::LeftToBlocking leftToBlocking;
   const uint64_t before = ParkedWaits::events();
-  if (!progressEveryQueue() || ParkedWaits::events() != before) return;
+  if (!progressAll() || ParkedWaits::events() != before) return;
   // Nothing advanced: every task waits for a transfer. Holding every task, so that no other thread
   // resumes one (and tests a request this thread waits on) meanwhile, and marked as progressing,
   // so that the MPI's progress hook inside PMPI_Waitany does not try.

@@ -181,15 +181,17 @@ class FusionQueue {
                        Stats* stats, std::unique_ptr<FusionQueue>* queue);
   // Resumes the round loop of every queue progressed in calls that has work, once; returns at
   // once when called inside a task or while this thread already runs progressAll. Cheap when no
-  // queue has work (one atomic load). Any thread; the MPI's progress hook calls it.
-  static void progressAll();
+  // queue has work (one atomic load). Any thread; the MPI's progress hook calls it. False when
+  // some queue with work was not resumed (another thread was in it, or this call returned early).
+  static bool progressAll();
   // progressAll, and when that advanced no queue's task (each only tested a transfer still in
   // flight) blocks in the MPI until one of those transfers completes (ParkedWaits). For a Wait
-  // hook whose requests are all fused operations (isFused): no other progress can complete them,
+  // hook whose requests are all fused operations (allFused): no other progress can complete them,
   // so waiting for a transfer loses nothing, and the rank stops polling.
   static void progressAllOrBlock();
-  // Whether `request` is a fused operation's, not yet freed.
-  static bool isFused(MPI_Request request);
+  // Whether each of `requests[0..count)` is MPI_REQUEST_NULL or a fused operation's not yet freed,
+  // and count > 0.
+  static bool allFused(int count, const MPI_Request* requests);
   // Whether some queue is progressed in calls (then the Wait hooks need not sleep).
   static bool anyInCalls();
   // Finishes every queued operation (rounds continue until all ranks' queues are empty), then
@@ -222,8 +224,6 @@ class FusionQueue {
   // Calls mode: resumes the round loop's task once unless another thread is in it or it is idle;
   // false when another thread was in it.
   bool progress();
-  // progressAll's body; false when some queue with work was not resumed.
-  static bool progressEveryQueue();
   // Calls mode: counts this queue as having work, for progressAll's fast path.
   void markActive();
   // Calls mode, holding taskMutex_: resumes task_ once, with this queue's phase tracer.

@@ -8,13 +8,23 @@
 
 #include "common/log.h"
 
+#if defined(GFSHIM_SMPI)
+#include <simgrid/engine.h>
+#endif
+
 namespace gfshim {
 namespace {
 
-int64_t nowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
+// Under SMPI the simulated clock, which every simulated rank shares: the system clock would
+// show how long SimGrid took to compute the run, not the run.
+double nowMicros() {
+#if defined(GFSHIM_SMPI)
+  return simgrid_get_clock() * 1e6;
+#else
+  return std::chrono::duration<double, std::micro>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+#endif
 }
 
 thread_local long tLane = 0;  // 0: the thread's own id
@@ -79,8 +89,8 @@ Timeline::~Timeline() {
 
 void Timeline::event(const char* phase, const std::string& name, const std::string& extra) {
   char head[160];
-  std::snprintf(head, sizeof head, "{\"ph\": \"%s\", \"pid\": %d, \"tid\": %ld, \"ts\": %lld, ",
-                phase, rank_, threadId(), static_cast<long long>(nowMicros()));
+  std::snprintf(head, sizeof head, "{\"ph\": \"%s\", \"pid\": %d, \"tid\": %ld, \"ts\": %.3f, ",
+                phase, rank_, threadId(), nowMicros());
   std::lock_guard<std::mutex> lock(mutex_);
   std::fputs(first_ ? "" : ",\n", file_);
   first_ = false;

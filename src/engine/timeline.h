@@ -1,14 +1,15 @@
 // GFSHIM_TIMELINE: a Chrome / Perfetto trace of the lazy allreduce, like Horovod's timeline. Each
 // rank writes PATH.<world rank>.json ({"traceEvents": [...]}, pid = world rank, tid = thread,
-// timestamps in microseconds of the system clock, so the files of one machine line up; merge
-// them by concatenating their event arrays). Events: each operation's stay in its queue as an
-// async span ("b"/"e", id = operation), and on the communicator's progress thread the phases
-// setup, negotiate, pack, reduce (named after the algorithm: ring, torus2d, native, with the lossy
-// mode if any), unpack and complete as nested begin/end events ("B"/"E"); inside reduce, the
-// algorithm's own phases (ring reduce-scatter / allgather; torus row reduce-scatter, column
-// allreduce, row allgather). With progress in calls the queues' round loops are tasks that
-// interleave on the application's thread, so each queue's phases carry a lane of their own as
-// their tid (TimelineLane, numbered from kFirstTaskLane) and nest within it.
+// timestamps in microseconds of the system clock, so the files of one machine line up; under SMPI
+// of the simulated clock; merge them by concatenating their event arrays). Events: each
+// operation's stay in its queue as an async span ("b"/"e", id = operation), and on the
+// communicator's progress thread the phases setup, negotiate, pack, reduce (named after the
+// algorithm: ring, torus2d, native, with the lossy mode if any), unpack and complete as nested
+// begin/end events ("B"/"E"); inside reduce, the algorithm's own phases (ring reduce-scatter /
+// allgather; torus row reduce-scatter, column allreduce, row allgather). With progress in calls
+// the queues' round loops are tasks that interleave on the application's thread, so each queue's
+// phases carry a lane of their own as their tid (TimelineLane, numbered from kFirstTaskLane) and
+// nest within it.
 #pragma once
 
 #include <cstdint>

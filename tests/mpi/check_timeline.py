@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Checks GFSHIM_TIMELINE files: each PATH.<rank>.json parses as JSON, its begin/end events are
 balanced and nested per thread, every queued operation leaves the queue, and the lazy
-allreduce's phases are there, and the REQUIRED phases (an algorithm's inner phases) too.
+allreduce's phases are there, and the REQUIRED phases (an algorithm's inner phases) too. With
+--before-us T every timestamp is below T microseconds: under SimGrid SMPI the clock is the
+simulated one, which starts at 0, not the system clock (about 1.7e15 us in 2026).
 
-usage: check_timeline.py PATH RANKS [REQUIRED...]
+usage: check_timeline.py [--before-us T] PATH RANKS [REQUIRED...]
 """
 import json
 import sys
@@ -11,12 +13,13 @@ import sys
 PHASES = {"setup", "negotiate", "complete"}
 
 
-def check(path, rank, required):
+def check(path, rank, required, before_us):
     with open(f"{path}.{rank}.json") as f:
         events = json.load(f)["traceEvents"]
     stacks, queued, names = {}, set(), set()
     for e in events:
         assert e["pid"] == rank, f"pid {e['pid']} in rank {rank}'s file"
+        assert before_us is None or e["ts"] < before_us, f"timestamp {e['ts']} not below {before_us}"
         names.add(e["name"])
         if e["ph"] == "B":
             stacks.setdefault(e["tid"], []).append(e["name"])
@@ -41,8 +44,13 @@ def check(path, rank, required):
 
 
 def main():
-    path, ranks = sys.argv[1], int(sys.argv[2])
-    counts = [check(path, r, sys.argv[3:]) for r in range(ranks)]
+    args = sys.argv[1:]
+    before_us = None
+    if args[0] == "--before-us":
+        before_us = float(args[1])
+        args = args[2:]
+    path, ranks = args[0], int(args[1])
+    counts = [check(path, r, args[2:], before_us) for r in range(ranks)]
     print(f"timeline: {ranks} files, {sum(counts)} events, balanced")
 
 

@@ -11,8 +11,10 @@
 # which warms it up).
 #
 # usage: bench/sim/replay_scale.sh [-n "RANKS ..."] [-a "ALGOS ..."] [-k STEPS] [-o RESULTS.tsv]
-#                                  [-l SECONDS]
+#                                  [-l SECONDS] [-x "SMPI_OPTION ..."]
 #   defaults  -n "16 64" -a "ring torus2d" -k 1 -l 7200 -o bench/results/sim_replay_scale.tsv
+#   -x        more SimGrid options for both columns, e.g. "smpi/send-is-detached-thresh:0" (every
+#             message rendezvous; docs/simulation.md, "Small messages")
 # Needs build-smpi (scripts/test.sh or cmake -DGFSHIM_MPI=smpi).
 #
 # Up to 64 ranks every rank has its own gradients and the sums are checked (the "check" column);
@@ -25,19 +27,21 @@
 # settings above, so it wins): GFSHIM_FUSION_BYTES=16M lets 512 ranks' buckets fit in 24 GB.
 #
 # Output: one TSV line per algorithm appended to RESULTS and printed: ranks, algorithm, steps,
-# per-tensor ms, fused ms, check, wall-clock seconds of the per-tensor and of the fused simulation.
+# per-tensor ms, fused ms, check, wall-clock seconds of the per-tensor and of the fused simulation,
+# and the -x options ("-": none).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-ranks="16 64" algos="ring torus2d" steps=1 limit=7200
+ranks="16 64" algos="ring torus2d" steps=1 limit=7200 options=""
 out=$root/bench/results/sim_replay_scale.tsv
-while getopts "n:a:k:o:l:" opt; do
+while getopts "n:a:k:o:l:x:" opt; do
   case $opt in
     n) ranks=$OPTARG ;;
     a) algos=$OPTARG ;;
     k) steps=$OPTARG ;;
     o) out=$OPTARG ;;
     l) limit=$OPTARG ;;
-    *) sed -n '2,24p' "$0"; exit 2 ;;
+    x) options=$OPTARG ;;
+    *) sed -n '2,27p' "$0"; exit 2 ;;
   esac
 done
 program=$root/build-smpi/smpi/gradient_replay_shim
@@ -53,6 +57,8 @@ simulate() {
   local started; started=$(date +%s.%N)
   local status=0 forward=() var
   for var in $(compgen -e | grep '^GFSHIM_' || true); do forward+=(--env "$var=${!var}"); done
+  local option
+  for option in $options; do forward+=(--cfg "$option"); done
   "$root/tests/smpi/run_simulated.sh" --smpirun smpirun \
     --platform "$root/bench/sim/gradientflow.xml" --np "$np" --ranks-per-host 8 \
     --time-limit "$limit" \
@@ -94,7 +100,7 @@ for np in $ranks; do
     fused=$(result "$work/$algo" 5)
     check=$(sed -n 's/^# check: \([a-z]*\).*/\1/p' "$work/$algo" | head -1)
     wall=$(awk '$1 == "wall" { print $2 }' "$work/$algo")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$np" "$algo" "$steps" "$native" "$fused" \
-      "${check:--}" "$native_wall" "$wall" | tee -a "$out"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$np" "$algo" "$steps" "$native" "$fused" \
+      "${check:--}" "$native_wall" "$wall" "${options:--}" | tee -a "$out"
   done
 done

@@ -5,11 +5,14 @@
 #
 # usage: bench/sim/scale.sh [-p PLATFORM] [-n "RANKS ..."] [-s "SIZES ..."] [-a "SHIM_ALGOS"]
 #                           [-m "SMPI_ALGOS"] [-j PARALLEL] [-o RESULTS.tsv] [-l SECONDS]
+#                           [-x "SMPI_OPTION ..."]
 #   PLATFORM   ethernet_10g | ethernet_100g | abci | gradientflow (bench/sim/*.xml)
 #        or: bench/sim/scale.sh -t RESULTS.tsv   (the table of earlier runs, no simulation)
 #   defaults   -n 64 -s "1M 16M 64M" -a "ring torus2d auto"
 #              -m "ompi mpich lr rab_rdb smp_rsag_lr ompi_ring_segmented" -j 2
 #              -l 3600 (each simulation's wall-clock limit; 3456 ranks need more, see RESULTS)
+#   -x         more SimGrid options for every simulation, e.g. "smpi/send-is-detached-thresh:0"
+#              (every message rendezvous; docs/simulation.md, "Small messages")
 # Needs build-smpi (scripts/test.sh or cmake -DGFSHIM_MPI=smpi) and build/gfshim-info.
 #
 # Each point is allreduce_bench (float sum, out of place) with one warm-up and one timed call: the
@@ -38,8 +41,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 platform=ethernet_10g ranks="64" sizes="1M 16M 64M" shim_algos="ring torus2d auto"
 smpi_algos="ompi mpich lr rab_rdb smp_rsag_lr ompi_ring_segmented" parallel=2
 out=$root/bench/results/sim_scale.tsv
-table_only="" limit=3600
-while getopts "p:n:s:a:m:j:o:t:l:" opt; do
+table_only="" limit=3600 options=""
+while getopts "p:n:s:a:m:j:o:t:l:x:" opt; do
   case $opt in
     p) platform=$OPTARG ;;
     n) ranks=$OPTARG ;;
@@ -50,7 +53,8 @@ while getopts "p:n:s:a:m:j:o:t:l:" opt; do
     o) out=$OPTARG ;;
     t) table_only=$OPTARG ;;
     l) limit=$OPTARG ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    x) options=$OPTARG ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
   esac
 done
 
@@ -95,6 +99,8 @@ one() {
   else
     cfgs=(--cfg "smpi/allreduce:$algo")
   fi
+  local option
+  for option in $options; do cfgs+=(--cfg "$option"); done
   local started; started=$(date +%s.%N)
   local cmd=("$root/tests/smpi/run_simulated.sh" --smpirun smpirun --platform "$xml" --np "$np"
              --ranks-per-host "$per_node" --time-limit "$limit" "${envs[@]+"${envs[@]}"}"
@@ -115,7 +121,7 @@ one() {
     "$time_us" "$chosen" "$wall"
 }
 export -f one bytes_of
-export root platform per_node inter_gbps inter_us intra_gbps intra_us xml bench_dir limit
+export root platform per_node inter_gbps inter_us intra_gbps intra_us xml bench_dir limit options
 
 # The table: per point, every algorithm's time, its share of the node's link limit
 # (each node moves 2(nodes-1)/nodes of the buffer in and out through one link), and the model's

@@ -55,9 +55,8 @@ simulate() {
   local shared=()
   ((np > 64)) && shared=(-s)
   local started; started=$(date +%s.%N)
-  local status=0 forward=() var
+  local status=0 forward=() var option
   for var in $(compgen -e | grep '^GFSHIM_' || true); do forward+=(--env "$var=${!var}"); done
-  local option
   for option in $options; do forward+=(--cfg "$option"); done
   "$root/tests/smpi/run_simulated.sh" --smpirun smpirun \
     --platform "$root/bench/sim/gradientflow.xml" --np "$np" --ranks-per-host 8 \

@@ -18,4 +18,5 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$run" --np "$np" --env "GFSHIM_TIMELINE=$dir/trace" "$@"
 IFS=, read -r -a required <<<"$phases"
-python3 "$here/check_timeline.py" "${before[@]+"${before[@]}"}" "$dir/trace" "$np" "${required[@]+"${required[@]}"}"
+python3 "$here/check_timeline.py" "${before[@]+"${before[@]}"}" "$dir/trace" "$np" \
+  "${required[@]}"

@@ -155,6 +155,11 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
   if (plan.algo == Algo::kTorus2d || plan.algo == Algo::kHierarchical) {
     segment += ", " + std::to_string(plan.torusPieces) + " pieces";
   }
+  if (plan.algo == Algo::kTorus2d) {
+    segment += plan.torusColumn == TorusColumn::kHalvingDoubling
+                   ? ", columns by recursive halving and doubling"
+                   : ", columns by ring";
+  }
   const std::string estimate = formatEstimate(plan.estimate);
   GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s%s%s%s",
               static_cast<unsigned long long>(call.bytes()), static_cast<long long>(call.count),

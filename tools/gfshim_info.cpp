@@ -364,25 +364,35 @@ int printModel(int argc, char** argv) {
     std::printf("oversubscribed: every latency step costs %.0f us more\n",
                 gfshim::kOversubscribedStepSeconds * 1e6);
   }
-  std::printf("%-24s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
+  std::printf("%-34s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
   auto piecesText = [](int64_t count) {
     return std::to_string(count) + (count == 1 ? " piece" : " pieces");
   };
-  const int64_t pieces = gfshim::bestTorusPieces(shape, n);
+  const gfshim::Settings settings =
+      gfshim::settingsFrom(Config::load(gfshim::configInputsFromProcess()));
   // The hierarchical chains cut a piece into segments of GFSHIM_SEGMENT_BYTES.
-  const double segmentBytes = static_cast<double>(
-      gfshim::settingsFrom(Config::load(gfshim::configInputsFromProcess())).segmentBytes);
+  const double segmentBytes = static_cast<double>(settings.segmentBytes);
   const int64_t leaderPieces = gfshim::bestHierarchicalPieces(shape, n, segmentBytes);
-  // The torus unpipelined, then with the pieces auto would take where that is more than one.
+  // The torus unpipelined with ring columns (Mikami et al.'s), then per column pass the pieces
+  // the torus takes (GFSHIM_TORUS_PIECES or the model's); GFSHIM_TORUS_COLUMN=auto takes the
+  // faster of the two.
   std::vector<std::pair<std::string, gfshim::AlgorithmCost>> rows = {
-      {"ring", gfshim::ringCost(shape, n)}, {"torus2d, 1 piece", gfshim::torusCost(shape, n)}};
-  if (pieces > 1)
-    rows.push_back({"torus2d, " + piecesText(pieces), gfshim::torusCost(shape, n, pieces)});
+      {"ring", gfshim::ringCost(shape, n)},
+      {"torus2d, 1 piece, ring columns", gfshim::torusCost(shape, n)}};
+  for (const auto column : {gfshim::TorusColumn::kRing, gfshim::TorusColumn::kHalvingDoubling}) {
+    const int64_t pieces = settings.torusPieces > 0 ? static_cast<int64_t>(settings.torusPieces)
+                                                    : gfshim::bestTorusPieces(shape, n, column);
+    const bool halving = column == gfshim::TorusColumn::kHalvingDoubling;
+    if (pieces == 1 && !halving) continue;  // the row above
+    rows.push_back({"torus2d, " + piecesText(pieces) +
+                        (halving ? ", halving columns" : ", ring columns"),
+                    gfshim::torusCost(shape, n, pieces, column)});
+  }
   rows.push_back({"hierarchical, " + piecesText(leaderPieces),
                   gfshim::hierarchicalCost(shape, n, segmentBytes, leaderPieces)});
   rows.push_back({"recursive doubling", gfshim::recursiveDoublingCost(shape, n)});
   for (const auto& [name, cost] : rows) {
-    std::printf("%-24s %14lld %14.6f\n", name.c_str(), static_cast<long long>(cost.latencySteps),
+    std::printf("%-34s %14lld %14.6f\n", name.c_str(), static_cast<long long>(cost.latencySteps),
                 cost.seconds);
   }
   const uint64_t aloneNative = gfshim::fusedAloneBeatsNativeBytes(shape);

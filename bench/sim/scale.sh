@@ -34,8 +34,14 @@
 # network: the platform's link figures, no rendezvous handshake (GFSHIM_RENDEZVOUS_US=0, SimGrid
 # models none) and a reduction that costs nothing (GFSHIM_REDUCE_GBPS=1e9).
 #
+# Every GFSHIM_* variable of the environment is passed to the shim's simulated ranks too (after
+# the settings above, so it wins), and the model's column reads it as well: for example
+# GFSHIM_TORUS_COLUMN=ring for the torus's ring columns where auto would take halving.
+#
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv),
-# then a markdown table of the points run now on stdout.
+# then a markdown table of the points run now on stdout. The TSV's "chosen" column is the
+# algorithm the shim ran, "torus2d/halving" for the torus with columns by recursive halving and
+# doubling.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 platform=ethernet_10g ranks="64" sizes="1M 16M 64M" shim_algos="ring torus2d auto"
@@ -96,6 +102,8 @@ one() {
           --env "GFSHIM_INTER_GBPS=$inter_gbps" --env "GFSHIM_INTER_LATENCY_US=$inter_us"
           --env "GFSHIM_INTRA_GBPS=$intra_gbps" --env "GFSHIM_INTRA_LATENCY_US=$intra_us"
           --env GFSHIM_RENDEZVOUS_US=0 --env GFSHIM_REDUCE_GBPS=1e9)
+    local var
+    for var in $(compgen -e | grep '^GFSHIM_' || true); do envs+=(--env "$var=${!var}"); done
   else
     cfgs=(--cfg "smpi/allreduce:$algo")
   fi
@@ -116,6 +124,9 @@ one() {
   if [[ $side == shim ]]; then
     chosen=$(sed -n 's/.*GFSHIM STATS engine *\([a-z0-9]*\) (.*/\1/p' <<<"$log" | head -1)
     [[ -n $chosen ]] || chosen=native
+    if [[ $chosen == torus2d ]] && grep -q "columns by recursive halving and doubling" <<<"$log"; then
+      chosen=torus2d/halving
+    fi
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$platform" "$np" "$bytes" "$side" "$algo" \
     "$time_us" "$chosen" "$wall"
@@ -136,12 +147,16 @@ while IFS=$'\t' read -r platform np bytes side algo time_us chosen wall; do
   if [[ $side == shim && -n $time_us ]]; then
     # The model without the reduction (left out of the simulation too) and without the
     # rendezvous handshake (SimGrid models none); for the torus and the hierarchical allreduce
-    # its last row, the pieces the shim takes.
+    # its last row, the pieces the shim takes, the torus's with the column pass it took
+    # ("torus2d/halving": recursive halving and doubling; "torus2d": the ring).
+    local name=${chosen%/*} columns="ring columns"
+    [[ $chosen == */halving ]] && columns="halving columns"
     predicted=$("$info" --model --ranks-per-node "$per_node" --nodes "$nodes" --bytes "$bytes" \
                   --inter-gbps "$inter_gbps" --inter-latency-us "$inter_us" \
                   --intra-gbps "$intra_gbps" --intra-latency-us "$intra_us" --oversubscribed no \
                   --reduce-gbps 1e9 --rendezvous-us 0 |
-                awk -v n="$chosen" 'index($0, n) == 1 { v = $NF } END { print v }')
+                awk -v n="$name" -v c="$columns" \
+                  'index($0, n) == 1 && (n != "torus2d" || index($0, c)) { v = $NF } END { print v }')
     if [[ -n $predicted ]]; then
       model=$(awk -v p="$predicted" 'BEGIN { printf "%.2f", p * 1e3 }')
       err=$(awk -v p="$predicted" -v t="$time_us" 'BEGIN { printf "%+.0f %%", (p * 1e6 / t - 1) * 100 }')

@@ -1,6 +1,7 @@
 #include "algo/torus_allreduce.h"
 
 #include "algo/compressed_ring.h"
+#include "algo/halving_doubling.h"
 #include "algo/ring_allreduce.h"
 #include "algo/ring_schedule.h"
 #include "algo/two_lanes.h"
@@ -98,11 +99,16 @@ Status runTorusPieces(TorusPieces<RunPass>& torus, Workspace& workspace) {
 }  // namespace
 
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
-                         uint64_t segmentBytes, size_t pieces, ReduceFn reduce,
+                         uint64_t segmentBytes, size_t pieces, TorusColumn column, ReduceFn reduce,
                          Transport& transport, Workspace& workspace, const void* send, void* recv) {
-  auto runPass = [&](const RingSchedule& schedule, RingPart part, Transport& ring,
-                     Workspace& scratch, const void* in,
-                     void* out) { return runRing(schedule, part, reduce, ring, scratch, in, out); };
+  auto runPass = [&](const RingSchedule& schedule, RingPart part, Transport& peers,
+                     Workspace& scratch, const void* in, void* out) {
+    if (part == RingPart::kAllreduce && column == TorusColumn::kHalvingDoubling) {
+      return runHalvingDoublingAllreduce(schedule.count(), elementBytes, reduce, peers, scratch, in,
+                                         out);
+    }
+    return runRing(schedule, part, reduce, peers, scratch, in, out);
+  };
   TorusPieces torus(grid, count, elementBytes, segmentBytes, pieces, transport, send, recv,
                     runPass);
   return runTorusPieces(torus, workspace);

@@ -14,7 +14,7 @@
 // 2(X-1)/X * N along the row and 2(Y-1)/Y * N/X along the column, so only 2(Y-1)/(XY) * N per
 // rank crosses nodes.
 //
-// runCompressedTorusAllreduce is the same composition over the compressed ring
+// runCompressedTorusAllreduce is the same composition over the compressed ring, columns included
 // (algo/compressed_ring.h), for float SUM: every phase carries 16-bit values, so all the byte
 // counts above halve. `scale` is applied once, by the row reduce-scatter, the only pass that reads
 // the input. The column allreduce rounds each shard to 16 bits (identical bits down the column);
@@ -41,8 +41,11 @@ namespace gfshim {
 // only while the first part is reduce-scattered and the last gathered. Each part keeps the
 // guarantees above (its own chunks: summation orders differ from one piece, bits stay identical
 // on every rank). The column lane's scratch is workspace.second().
+// `column`: the column pass as a ring (above) or by recursive halving and doubling
+// (algo/halving_doubling.h: every element's value is still computed once and copied, so bits stay
+// identical on every rank; the latency becomes 2(X-1) + about 2 log2 Y steps).
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
-                         uint64_t segmentBytes, size_t pieces, ReduceFn reduce,
+                         uint64_t segmentBytes, size_t pieces, TorusColumn column, ReduceFn reduce,
                          Transport& transport, Workspace& workspace, const void* send, void* recv);
 
 Status runCompressedTorusAllreduce(const TorusGrid& grid, size_t count, uint64_t segmentBytes,

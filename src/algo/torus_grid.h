@@ -13,6 +13,11 @@ struct TorusDims {
   int y = 0;  // rows (nodes)
 };
 
+// How the torus's column pass (between nodes) reduces: a ring, 2(Y-1) steps, or Rabenseifner's
+// recursive halving and doubling (algo/halving_doubling.h), about 2 log2 Y steps for the same
+// bytes (2 more of the whole shard where Y is not a power of two).
+enum class TorusColumn { kRing, kHalvingDoubling };
+
 struct TorusGrid {
   TorusDims dims;
   std::vector<int> row;     // communicator ranks of this rank's row, in row order

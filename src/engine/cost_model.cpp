@@ -85,23 +85,52 @@ uint64_t fusedAloneBeatsNativeBytes(const ClusterShape& shape) {
   return hi;
 }
 
-AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces) {
+namespace {
+
+// The column pass of one torus piece of `piece` bytes: its steps and time (see torusCost).
+AlgorithmCost torusColumnCost(const ClusterShape& shape, double piece, TorusColumn column) {
   const double x = static_cast<double>(shape.ranksPerNode);
   const double y = static_cast<double>(shape.nodes);
+  AlgorithmCost cost;
+  if (column == TorusColumn::kRing) {
+    cost.latencySteps = 2 * (shape.nodes - 1);
+    cost.seconds = static_cast<double>(cost.latencySteps) *
+                       messageSeconds(shape, shape.interNode, piece / y) +
+                   (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
+    return cost;
+  }
+  int64_t participants = 1;
+  while (participants <= shape.nodes / 2) participants *= 2;
+  for (int64_t share = 2; share <= participants; share *= 2) {
+    const double nicBytes = piece / static_cast<double>(share);
+    cost.latencySteps += 2;
+    cost.seconds += 2 * messageSeconds(shape, shape.interNode, nicBytes) +
+                    nicBytes / x / shape.reduceBytesPerSecond;
+  }
+  if (participants < shape.nodes) {
+    cost.latencySteps += 2;
+    cost.seconds += 2 * messageSeconds(shape, shape.interNode, piece) +
+                    piece / x / shape.reduceBytesPerSecond;
+  }
+  return cost;
+}
+
+}  // namespace
+
+AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces,
+                        TorusColumn column) {
+  const double x = static_cast<double>(shape.ranksPerNode);
   const double piece = bytes / static_cast<double>(std::max<int64_t>(pieces, 1));
   const int64_t rowSteps = shape.ranksPerNode - 1;  // per row pass
-  const int64_t columnSteps = 2 * (shape.nodes - 1);
-  // Rows: N/X per step inside the node. Columns: N/(XY) per rank, X ranks sharing one NIC.
-  // Reductions: X-1 of N/X in the row, Y-1 of N/(XY) in the column.
+  // Rows: N/X per step inside the node, X-1 of N/X reduced. Columns: torusColumnCost.
   const double rowStep = messageSeconds(shape, shape.intraNode, piece / x);
   const double reduceScatter =
       static_cast<double>(rowSteps) * rowStep + (x - 1) * piece / x / shape.reduceBytesPerSecond;
   const double allgather = static_cast<double>(rowSteps) * rowStep;
-  const double allreduce =
-      static_cast<double>(columnSteps) * messageSeconds(shape, shape.interNode, piece / y) +
-      (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
+  const AlgorithmCost columnPass = torusColumnCost(shape, piece, column);
+  const double allreduce = columnPass.seconds;
   AlgorithmCost cost;
-  cost.latencySteps = std::max<int64_t>(pieces, 1) * (2 * rowSteps + columnSteps);
+  cost.latencySteps = std::max<int64_t>(pieces, 1) * (2 * rowSteps + columnPass.latencySteps);
   cost.seconds = reduceScatter + allgather +
                  static_cast<double>(std::max<int64_t>(pieces, 1) - 1) *
                      std::max(reduceScatter + allgather, allreduce) +
@@ -109,10 +138,11 @@ AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces)
   return cost;
 }
 
-int64_t bestTorusPieces(const ClusterShape& shape, double bytes) {
+int64_t bestTorusPieces(const ClusterShape& shape, double bytes, TorusColumn column) {
   int64_t best = 1;
   for (int64_t pieces = 2; pieces <= 64; pieces *= 2) {
-    if (torusCost(shape, bytes, pieces).seconds < torusCost(shape, bytes, best).seconds) {
+    if (torusCost(shape, bytes, pieces, column).seconds <
+        torusCost(shape, bytes, best, column).seconds) {
       best = pieces;
     }
   }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "algo/torus_grid.h"
 #include "topo/topology.h"
 
 namespace gfshim {
@@ -73,10 +74,15 @@ AlgorithmCost ringCost(const ClusterShape& shape, double bytes);
 // rs + ag + (pieces - 1) * max(rs + ag, ar) + ar, so the slower lane sets the pace and the other
 // shows only while the first part is scattered and the last gathered. One piece: the three
 // phases one after the other. latencySteps counts every part's steps.
-AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces = 1);
+// `column`: the column pass as a ring, 2(Y-1) steps of N/Y through the node's NIC (X ranks of
+// N/(XY) each), or by recursive halving and doubling among Y' = 2^floor(log2 Y) nodes, steps of
+// N/2, N/4 ... N/Y' through the NIC, each twice, plus two of N where Y' < Y (the fold).
+AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces = 1,
+                        TorusColumn column = TorusColumn::kRing);
 // The number of pieces (1, 2, 4, ... 64) with the lowest torusCost: more pieces hide more of the
 // shorter lane and pay more latency steps.
-int64_t bestTorusPieces(const ClusterShape& shape, double bytes);
+int64_t bestTorusPieces(const ClusterShape& shape, double bytes,
+                        TorusColumn column = TorusColumn::kRing);
 // The leader-based hierarchical allreduce over `pieces` parts (algo/hierarchical_allreduce.h):
 // per part a reduce chain along the node (rd), a broadcast chain (bc), both of X-1 + s - 1 hops
 // of one segment (s = the part's segments of `segmentBytes`), and the leaders' ring (ar: 2(Y-1)

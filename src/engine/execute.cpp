@@ -30,9 +30,10 @@ Status executePlan(const Plan& plan, const CallInfo& call, Transport& transport,
     case Algo::kTorus2d:
       if (grid == nullptr)
         return Status::error(StatusCode::kInternal, "torus2d plan without a grid");
-      return runTorusAllreduce(
-          *grid, static_cast<size_t>(call.count), dtypeBytes(*call.dtype), plan.segmentBytes,
-          plan.torusPieces, cpuReduceFn(*call.dtype, *call.op), transport, workspace, send, recv);
+      return runTorusAllreduce(*grid, static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
+                               plan.segmentBytes, plan.torusPieces, plan.torusColumn,
+                               cpuReduceFn(*call.dtype, *call.op), transport, workspace, send,
+                               recv);
     case Algo::kChain:
       return runChainAllreduce(static_cast<size_t>(call.count), dtypeBytes(*call.dtype),
                                plan.segmentBytes, cpuReduceFn(*call.dtype, *call.op), transport,

@@ -241,9 +241,37 @@ bool mayGoToNativeIallreduce(const CallInfo& call, const Settings& settings) {
 
 namespace {
 
-size_t torusPiecesFor(const ClusterShape& grid, const Settings& settings, double bytes) {
-  if (settings.torusPieces > 0) return static_cast<size_t>(settings.torusPieces);
-  return static_cast<size_t>(bestTorusPieces(grid, bytes));
+// The torus's layout for a call of `bytes` on `grid`: its pieces and column pass as the settings
+// fix them (GFSHIM_TORUS_PIECES, GFSHIM_TORUS_COLUMN), the cost model choosing what they leave
+// open (the faster column, ties to the ring), and the predicted time. A lossy call's compressed
+// torus has ring columns only.
+struct TorusLayout {
+  size_t pieces = 1;
+  TorusColumn column = TorusColumn::kRing;
+  double seconds = 0;
+};
+
+TorusLayout chooseTorusLayout(const ClusterShape& grid, const Settings& settings, double bytes,
+                              bool lossy) {
+  std::vector<TorusColumn> columns;
+  if (lossy || settings.torusColumn == TorusColumnChoice::kRing) {
+    columns = {TorusColumn::kRing};
+  } else if (settings.torusColumn == TorusColumnChoice::kHalving) {
+    columns = {TorusColumn::kHalvingDoubling};
+  } else {
+    columns = {TorusColumn::kRing, TorusColumn::kHalvingDoubling};
+  }
+  TorusLayout best;
+  best.seconds = -1;
+  for (const TorusColumn column : columns) {
+    const int64_t pieces = settings.torusPieces > 0 ? static_cast<int64_t>(settings.torusPieces)
+                                                    : bestTorusPieces(grid, bytes, column);
+    const double seconds = torusCost(grid, bytes, pieces, column).seconds;
+    if (best.seconds < 0 || seconds < best.seconds) {
+      best = TorusLayout{static_cast<size_t>(pieces), column, seconds};
+    }
+  }
+  return best;
 }
 
 // GFSHIM_TORUS_PIECES applies to both algorithms of the grid.
@@ -270,9 +298,10 @@ Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings&
   const bool grid = forcedGrid || (comm.ranksPerNode > 1 && comm.nodes > 1);
   size_t hierarchicalPieces = 1;
   if (grid) {
-    plan.torusPieces = torusPiecesFor(shape, settings, n);
-    plan.estimate.torusSeconds =
-        torusCost(shape, n, static_cast<int64_t>(plan.torusPieces)).seconds;
+    const TorusLayout layout = chooseTorusLayout(shape, settings, n, !exactOnly);
+    plan.torusPieces = layout.pieces;
+    plan.torusColumn = layout.column;
+    plan.estimate.torusSeconds = layout.seconds;
     if (exactOnly) {
       hierarchicalPieces = hierarchicalPiecesFor(shape, settings, n);
       plan.estimate.hierarchicalSeconds =
@@ -302,6 +331,7 @@ Plan chooseByCost(const Plan& enginePlan, const CommFacts& comm, const Settings&
     plan.reason = Reason::kAutoRing;
     plan.torusPieces = 1;
   }
+  if (plan.algo != Algo::kTorus2d) plan.torusColumn = TorusColumn::kRing;
   return plan;
 }
 
@@ -474,8 +504,13 @@ Plan chooseAlgorithm(const Plan& enginePlan, const CommFacts& comm, const Settin
     plan.reason = torus ? Reason::kTorusOnNodes : Reason::kHierarchicalOnNodes;
   }
   const double n = static_cast<double>(bytes);
-  plan.torusPieces =
-      torus ? torusPiecesFor(grid, settings, n) : hierarchicalPiecesFor(grid, settings, n);
+  if (torus) {
+    const TorusLayout layout = chooseTorusLayout(grid, settings, n, lossy.any());
+    plan.torusPieces = layout.pieces;
+    plan.torusColumn = layout.column;
+  } else {
+    plan.torusPieces = hierarchicalPiecesFor(grid, settings, n);
+  }
   return plan;
 }
 

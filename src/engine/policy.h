@@ -137,6 +137,8 @@ struct Plan {
   // torus2d and hierarchical: the parts whose phases overlap (algo/torus_allreduce.h,
   // algo/hierarchical_allreduce.h); 1: one after the other.
   size_t torusPieces = 1;
+  // torus2d: how the column pass reduces (GFSHIM_TORUS_COLUMN; lossy plans keep the ring).
+  TorusColumn torusColumn = TorusColumn::kRing;
   CostEstimate estimate;  // filled by chooseAlgorithm under GFSHIM_ALGO=auto
   LossyModes lossy;       // set by chooseAlgorithm for engine plans
 };

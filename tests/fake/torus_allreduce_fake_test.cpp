@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "engine/execute.h"
@@ -17,11 +18,12 @@ float contribution(int rank, size_t i) {
   return static_cast<float>((rank + 1) * 5 + static_cast<int>(i % 997));
 }
 
-void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace,
-                size_t pieces = 1) {
+void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace, size_t pieces = 1,
+                TorusColumn column = TorusColumn::kRing) {
   SCOPED_TRACE(testing::Message() << x << "x" << y << " count=" << count
                                   << " segment=" << segmentBytes << " inPlace=" << inPlace
-                                  << " pieces=" << pieces);
+                                  << " pieces=" << pieces << " halving columns="
+                                  << (column == TorusColumn::kHalvingDoubling));
   const int p = x * y;
   FakeFabric fabric(p);
   std::vector<std::vector<float>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
@@ -33,6 +35,7 @@ void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace,
   }
   Plan plan = enginePlan(Algo::kTorus2d, Reason::kTorusOnForcedDims, segmentBytes);
   plan.torusPieces = pieces;
+  plan.torusColumn = column;
   CallInfo call;
   call.count = static_cast<int64_t>(count);
   call.dtype = DType::kFloat32;
@@ -88,6 +91,20 @@ TEST(TorusAllreduceFake, PiecesOverlapOnEveryGridUpTo5x5) {
   }
 }
 
+// Columns by recursive halving and doubling (algo/halving_doubling.h), alone and pipelined: every
+// column height from 1 to 7 (powers of two and folds) under rows of 1 to 4.
+TEST(TorusAllreduceFake, HalvingColumnsOnEveryGridUpTo4x7) {
+  for (int x = 1; x <= 4; ++x) {
+    for (int y = 1; y <= 7; ++y) {
+      const size_t p = static_cast<size_t>(x * y);
+      for (size_t count : {size_t{0}, size_t{1}, p + 1, size_t{997}, size_t{30011}}) {
+        checkTorus(x, y, count, 4096, false, 1, TorusColumn::kHalvingDoubling);
+      }
+      checkTorus(x, y, 1009, 64, true, 3, TorusColumn::kHalvingDoubling);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gfshim
 
@@ -100,9 +117,11 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
   for (const auto& [x, y] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{1, 5}, std::pair{4, 3}}) {
     const int p = x * y;
     const size_t count = 4099;
-    for (const auto& [algo, pieces] :
-         {std::pair{Algo::kRing, size_t{1}}, std::pair{Algo::kTorus2d, size_t{1}},
-          std::pair{Algo::kTorus2d, size_t{4}}}) {
+    for (const auto& [algo, pieces, column] :
+         {std::tuple{Algo::kRing, size_t{1}, TorusColumn::kRing},
+          std::tuple{Algo::kTorus2d, size_t{1}, TorusColumn::kRing},
+          std::tuple{Algo::kTorus2d, size_t{4}, TorusColumn::kRing},
+          std::tuple{Algo::kTorus2d, size_t{4}, TorusColumn::kHalvingDoubling}}) {
       FakeFabric fabric(p);
       std::vector<std::vector<float>> data(static_cast<size_t>(p), std::vector<float>(count));
       for (int r = 0; r < p; ++r) {
@@ -117,6 +136,7 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
       plan.algo = algo;
       plan.segmentBytes = 512;
       plan.torusPieces = pieces;
+      plan.torusColumn = column;
       CallInfo call;
       call.count = static_cast<int64_t>(count);
       call.dtype = DType::kFloat32;

@@ -23,6 +23,36 @@ TEST(CostModel, ReproducesMikamiStepCounts) {
   EXPECT_EQ(recursiveDoublingCost(shape(4, 864), 1e8).latencySteps, 12);
 }
 
+// Columns by recursive halving and doubling: 2 log2 Y' steps (Y' the power of two at or below Y)
+// and two more for the fold where Y is not one.
+TEST(CostModel, HalvingColumnsCutTheColumnSteps) {
+  const auto halving = TorusColumn::kHalvingDoubling;
+  EXPECT_EQ(torusCost(shape(4, 864), 1e8, 1, halving).latencySteps, 2 * 3 + 2 * 9 + 2);
+  EXPECT_EQ(torusCost(shape(4, 256), 1e8, 1, halving).latencySteps, 2 * 3 + 2 * 8);
+  EXPECT_EQ(torusCost(shape(4, 256), 1e8, 4, halving).latencySteps, 4 * (2 * 3 + 2 * 8));
+  EXPECT_EQ(torusCost(shape(2, 1), 1e8, 1, halving).latencySteps, 2);
+  // Latency-bound on many nodes: far faster than ring columns.
+  EXPECT_LT(torusCost(shape(4, 256), 1e4, 1, halving).seconds * 10,
+            torusCost(shape(4, 256), 1e4).seconds);
+}
+
+// Bandwidth terms only: on a power of two the halving columns move the ring's bytes through
+// each NIC (N/2 + N/4 + ... + N/Y, twice); otherwise the fold adds the whole piece twice.
+TEST(CostModel, HalvingColumnsMoveTheRingsBytesOnPowersOfTwo) {
+  ClusterShape s = shape(2, 8);
+  s.intraNode = {0, 1e30};
+  s.interNode = {0, 1e9};
+  s.reduceBytesPerSecond = 1e30;
+  s.rendezvousSeconds = 0;
+  const double n = 1e9;
+  const auto halving = TorusColumn::kHalvingDoubling;
+  EXPECT_NEAR(torusCost(s, n, 1, halving).seconds, 2.0 * 7 / 8 * n / 1e9, 1e-9);
+  EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 7 / 8 * n / 1e9, 1e-9);
+  s.nodes = 6;
+  EXPECT_NEAR(torusCost(s, n, 1, halving).seconds, (2.0 * 3 / 4 + 2) * n / 1e9, 1e-9);
+  EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 5 / 6 * n / 1e9, 1e-9);
+}
+
 TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
   // Bandwidth terms only (no latency): the torus sends 2(Y-1)/Y N through a NIC, the flat ring
   // 2(p-1)/p N.

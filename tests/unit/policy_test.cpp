@@ -297,6 +297,42 @@ TEST(AutoPolicy, TorusPiecesFromTheModelOrTheParameter) {
   EXPECT_EQ(autoPlan(64 << 20, cluster(1, 4)).torusPieces, 1u);
 }
 
+// GFSHIM_TORUS_COLUMN: auto takes recursive halving and doubling where many nodes make the
+// ring's 2(Y-1) steps the cost and keeps the ring on few; ring and halving are taken as given,
+// forced torus2d or not; a lossy call's compressed torus keeps ring columns whatever was asked.
+TEST(AutoPolicy, TorusColumnsFromTheModelOrTheParameter) {
+  CommFacts many = cluster(256, 4);
+  many.interLink = {2e-6, 200e9 / 8};
+  many.intraLink = {2e-6, 400e9 / 8};
+  const Plan wide = autoPlan(16 << 20, many);
+  ASSERT_EQ(wide.algo, Algo::kTorus2d);
+  EXPECT_EQ(wide.torusColumn, TorusColumn::kHalvingDoubling);
+  CommFacts few = cluster(3, 4);
+  few.interLink = {2e-6, 1e9 / 8};
+  const Plan narrow = autoPlan(256 << 20, few);
+  ASSERT_EQ(narrow.algo, Algo::kTorus2d);
+  EXPECT_EQ(narrow.torusColumn, TorusColumn::kRing);  // 3 nodes: halving would fold, 2 N more
+
+  Settings ring = settings();
+  ring.torusColumn = TorusColumnChoice::kRing;
+  EXPECT_EQ(autoPlan(16 << 20, many, ring).torusColumn, TorusColumn::kRing);
+  EXPECT_GT(autoPlan(16 << 20, many, ring).estimate.torusSeconds, wide.estimate.torusSeconds);
+  Settings halving = settings(0, AlgoChoice::kTorus2d);
+  halving.torusColumn = TorusColumnChoice::kHalving;
+  EXPECT_EQ(autoPlan(256 << 20, few, halving).torusColumn, TorusColumn::kHalvingDoubling);
+  Settings lossy = halving;
+  lossy.compress = WireCodec::kFp16;
+  const Plan compressed = autoPlan(256 << 20, few, lossy);
+  EXPECT_EQ(compressed.algo, Algo::kTorus2d);
+  EXPECT_TRUE(compressed.lossy.any());
+  EXPECT_EQ(compressed.torusColumn, TorusColumn::kRing);
+  Settings lossyAuto = settings();
+  lossyAuto.compress = WireCodec::kFp16;
+  EXPECT_EQ(autoPlan(16 << 20, many, lossyAuto).torusColumn, TorusColumn::kRing);
+  // The ring and the native candidates carry no column pass.
+  EXPECT_EQ(autoPlan(64 << 20, cluster(1, 4)).torusColumn, TorusColumn::kRing);
+}
+
 TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheModel) {
   Settings forced = settings();
   forced.torusX = 2;
@@ -330,11 +366,12 @@ TEST(AutoPolicy, HierarchicalIsACandidateChosenOnlyWhereItIsCheapest) {
   }
   EXPECT_NE(formatEstimate(autoPlan(64 << 20, cluster(4, 2)).estimate).find("hierarchical "),
             std::string::npos);
-  // A tie is no win: one rank on each of 4 nodes, forced into a 1x4 grid, predicts the ring's
-  // time for all three, and the ring keeps the call.
+  // A tie is no win: one rank on each of 4 nodes, forced into a 1x4 grid with ring columns,
+  // predicts the ring's time for all three, and the ring keeps the call.
   Settings column = settings();
   column.torusX = 1;
   column.torusY = 4;
+  column.torusColumn = TorusColumnChoice::kRing;
   const Plan tie = autoPlan(64 << 20, cluster(4, 1), column);
   EXPECT_DOUBLE_EQ(tie.estimate.hierarchicalSeconds, tie.estimate.ringSeconds);
   EXPECT_DOUBLE_EQ(tie.estimate.torusSeconds, tie.estimate.ringSeconds);

@@ -2,9 +2,12 @@
 # Plots bench/sim/scale.sh's raw lines: busbw (nccl-tests' definition, 2(p-1)/p x bytes / time)
 # against the number of simulated ranks, one line per algorithm (the shim's and SMPI's), for one
 # platform and message size. Needs gnuplot (Debian gnuplot-nox).
-# usage: bench/sim/plot_scale.sh RESULTS.tsv PLATFORM BYTES OUT.png
+# The shim's torus with columns by recursive halving and doubling (scale.sh's "torus2d/halving")
+# is a series of its own, "torus2d-halving".
+# usage: bench/sim/plot_scale.sh RESULTS.tsv PLATFORM BYTES OUT.png [MORE_RESULTS.tsv ...]
 set -euo pipefail
 input=$1 platform=$2 bytes=$3 out=$4
+shift 4
 command -v gnuplot >/dev/null || { echo "plot_scale.sh: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 1; }
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
@@ -13,11 +16,12 @@ trap 'rm -rf "$data"' EXIT
 # the shim's algorithms (its choice is in the table).
 awk -F'\t' -v p="$platform" -v b="$bytes" -v dir="$data" '
   $1 == p && $3 == b && $6 != "" && $5 != "auto" {
-    busbw[$4 "_" $5, $2] = 2 * ($2 - 1) / $2 * $3 / ($6 * 1e-6) / 1e9
-    series[$4 "_" $5] = 1; ranks[$2] = 1 }
+    name = $4 "_" (($4 == "shim" && $7 == "torus2d/halving") ? "torus2d-halving" : $5)
+    busbw[name, $2] = 2 * ($2 - 1) / $2 * $3 / ($6 * 1e-6) / 1e9
+    series[name] = 1; ranks[$2] = 1 }
   END {
     for (s in series) for (r in ranks) if ((s, r) in busbw) print r, busbw[s, r] > (dir "/" s)
-  }' "$input"
+  }' "$input" "$@"
 plots=()
 for file in "$data"/*; do
   [[ -e $file ]] || { echo "plot_scale.sh: no points for $platform at $bytes bytes in $input" >&2; exit 1; }

@@ -163,7 +163,7 @@ while IFS=$'\t' read -r platform np bytes side algo time_us chosen wall; do
     fi
   fi
   label=$algo
-  [[ $side == shim && $algo == auto ]] && label="auto -> $chosen"
+  [[ $side == shim && $chosen != "$algo" ]] && label="$algo -> $chosen"
   awk -v pf="$platform" -v np="$np" -v b="$bytes" -v side="$side" -v a="$label" -v t="$time_us" -v nodes="$nodes" \
       -v g="$inter_gbps" -v m="$model" -v e="$err" -v w="$wall" 'BEGIN {
     if (t == "") { printf "| %s | %d | %d | %s | %s | failed | - | - | %s | %s | %s |\n", pf, np, b, side, a, m, e, w; exit }

@@ -83,16 +83,10 @@ TEST(HalvingDoublingFake, SendsTheRingsBytesAndTheFoldsOnly) {
 // Inexact floats: any rank reducing in another order than the others would show in the last bits.
 TEST(HalvingDoublingFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
   for (int p : {3, 5, 6, 8, 12}) {
+    SCOPED_TRACE(testing::Message() << p << " ranks");
     const size_t count = 4099;
     FakeFabric fabric(p);
-    std::vector<std::vector<float>> data(static_cast<size_t>(p), std::vector<float>(count));
-    for (int r = 0; r < p; ++r) {
-      for (size_t i = 0; i < count; ++i) {
-        data[static_cast<size_t>(r)][i] = 0.1f * static_cast<float>(i) +
-                                          1e-7f * static_cast<float>(r) +
-                                          0.3f / static_cast<float>(r + 1);
-      }
-    }
+    std::vector<std::vector<float>> data = inexactFloatsPerRank(p, count);
     const std::vector<Status> statuses = runRanks(fabric, [&](int r, Transport& transport) {
       Workspace workspace;
       float* buffer = data[static_cast<size_t>(r)].data();
@@ -100,13 +94,7 @@ TEST(HalvingDoublingFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
                                          cpuReduceFn(DType::kFloat32, RedOp::kSum), transport,
                                          workspace, buffer, buffer);
     });
-    for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
-    for (int r = 1; r < p; ++r) {
-      ASSERT_EQ(
-          std::memcmp(data[0].data(), data[static_cast<size_t>(r)].data(), count * sizeof(float)),
-          0)
-          << p << " ranks: rank " << r << " differs from rank 0";
-    }
+    ASSERT_NO_FATAL_FAILURE(expectIdenticalBitsOnEveryRank(statuses, data));
   }
 }
 

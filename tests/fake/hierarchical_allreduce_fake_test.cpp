@@ -109,25 +109,12 @@ TEST(HierarchicalAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
     for (size_t pieces : {size_t{1}, size_t{4}}) {
       SCOPED_TRACE(testing::Message() << layout.x << "x" << layout.y << " pieces=" << pieces);
       FakeFabric fabric(p);
-      std::vector<std::vector<float>> data(static_cast<size_t>(p), std::vector<float>(count));
-      for (int r = 0; r < p; ++r) {
-        for (size_t i = 0; i < count; ++i) {
-          data[static_cast<size_t>(r)][i] = 0.1f * static_cast<float>(i) +
-                                            1e-7f * static_cast<float>(r) +
-                                            0.3f / static_cast<float>(r + 1);
-        }
-      }
+      std::vector<std::vector<float>> data = inexactFloatsPerRank(p, count);
       Plan plan = enginePlan(Algo::kHierarchical, Reason::kHierarchicalOnForcedDims, 512);
       plan.torusPieces = pieces;
       const std::vector<Status> statuses =
           runOnGrid(layout, plan, DType::kFloat32, true, data, data, fabric);
-      for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
-      for (int r = 1; r < p; ++r) {
-        ASSERT_EQ(
-            std::memcmp(data[0].data(), data[static_cast<size_t>(r)].data(), count * sizeof(float)),
-            0)
-            << "rank " << r << " differs from rank 0";
-      }
+      ASSERT_NO_FATAL_FAILURE(expectIdenticalBitsOnEveryRank(statuses, data));
     }
   }
 }

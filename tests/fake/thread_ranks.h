@@ -58,4 +58,29 @@ inline void expectExactSumOnEveryRank(const std::vector<Status>& statuses,
   }
 }
 
+// `ranks` buffers of `count` inexact floats (long fractions, different on every rank), where a
+// rank that reduced in another order than the others would differ in the last bits.
+inline std::vector<std::vector<float>> inexactFloatsPerRank(int ranks, size_t count) {
+  std::vector<std::vector<float>> data(static_cast<size_t>(ranks), std::vector<float>(count));
+  for (int r = 0; r < ranks; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      data[static_cast<size_t>(r)][i] = 0.1f * static_cast<float>(i) +
+                                        1e-7f * static_cast<float>(r) +
+                                        0.3f / static_cast<float>(r + 1);
+    }
+  }
+  return data;
+}
+
+// Every rank's status is ok and every rank holds rank 0's bits.
+inline void expectIdenticalBitsOnEveryRank(const std::vector<Status>& statuses,
+                                           const std::vector<std::vector<float>>& results) {
+  for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
+  for (size_t r = 1; r < results.size(); ++r) {
+    ASSERT_EQ(std::memcmp(results[0].data(), results[r].data(), results[0].size() * sizeof(float)),
+              0)
+        << "rank " << r << " differs from rank 0";
+  }
+}
+
 }  // namespace gfshim

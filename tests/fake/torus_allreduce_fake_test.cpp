@@ -122,15 +122,11 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
           std::tuple{Algo::kTorus2d, size_t{1}, TorusColumn::kRing},
           std::tuple{Algo::kTorus2d, size_t{4}, TorusColumn::kRing},
           std::tuple{Algo::kTorus2d, size_t{4}, TorusColumn::kHalvingDoubling}}) {
+      SCOPED_TRACE(testing::Message()
+                   << x << "x" << y << " algo=" << static_cast<int>(algo) << " pieces=" << pieces
+                   << " halving columns=" << (column == TorusColumn::kHalvingDoubling));
       FakeFabric fabric(p);
-      std::vector<std::vector<float>> data(static_cast<size_t>(p), std::vector<float>(count));
-      for (int r = 0; r < p; ++r) {
-        for (size_t i = 0; i < count; ++i) {
-          data[static_cast<size_t>(r)][i] = 0.1f * static_cast<float>(i) +
-                                            1e-7f * static_cast<float>(r) +
-                                            0.3f / static_cast<float>(r + 1);
-        }
-      }
+      std::vector<std::vector<float>> data = inexactFloatsPerRank(p, count);
       Plan plan;
       plan.route = Route::kEngine;
       plan.algo = algo;
@@ -148,13 +144,7 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
         float* buffer = data[static_cast<size_t>(r)].data();
         return executePlan(plan, call, transport, workspace, buffer, buffer, &*grid);
       });
-      for (const Status& s : statuses) ASSERT_TRUE(s.isOk()) << s.message();
-      for (int r = 1; r < p; ++r) {
-        ASSERT_EQ(
-            std::memcmp(data[0].data(), data[static_cast<size_t>(r)].data(), count * sizeof(float)),
-            0)
-            << x << "x" << y << " rank " << r << " differs from rank 0";
-      }
+      ASSERT_NO_FATAL_FAILURE(expectIdenticalBitsOnEveryRank(statuses, data));
     }
   }
 }

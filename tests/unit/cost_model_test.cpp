@@ -16,6 +16,17 @@ ClusterShape shape(int64_t x, int64_t y) {
   return s;
 }
 
+// The shape with free links inside nodes, no latency and no reduction cost: bandwidth terms
+// only, 1 GB/s between nodes.
+ClusterShape bandwidthOnly(int64_t x, int64_t y) {
+  ClusterShape s = shape(x, y);
+  s.intraNode = {0, 1e30};
+  s.interNode = {0, 1e9};
+  s.reduceBytesPerSecond = 1e30;
+  s.rendezvousSeconds = 0;
+  return s;
+}
+
 TEST(CostModel, ReproducesMikamiStepCounts) {
   // 3456 GPUs as a 4 x 864 grid (Mikami et al.): 1732 latency steps against 6910.
   EXPECT_EQ(torusCost(shape(4, 864), 1e8).latencySteps, 1732);
@@ -39,11 +50,7 @@ TEST(CostModel, HalvingColumnsCutTheColumnSteps) {
 // Bandwidth terms only: on a power of two the halving columns move the ring's bytes through
 // each NIC (N/2 + N/4 + ... + N/Y, twice); otherwise the fold adds the whole piece twice.
 TEST(CostModel, HalvingColumnsMoveTheRingsBytesOnPowersOfTwo) {
-  ClusterShape s = shape(2, 8);
-  s.intraNode = {0, 1e30};
-  s.interNode = {0, 1e9};
-  s.reduceBytesPerSecond = 1e30;
-  s.rendezvousSeconds = 0;
+  ClusterShape s = bandwidthOnly(2, 8);
   const double n = 1e9;
   const auto halving = TorusColumn::kHalvingDoubling;
   EXPECT_NEAR(torusCost(s, n, 1, halving).seconds, 2.0 * 7 / 8 * n / 1e9, 1e-9);
@@ -56,11 +63,7 @@ TEST(CostModel, HalvingColumnsMoveTheRingsBytesOnPowersOfTwo) {
 TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
   // Bandwidth terms only (no latency): the torus sends 2(Y-1)/Y N through a NIC, the flat ring
   // 2(p-1)/p N.
-  ClusterShape s = shape(2, 2);
-  s.intraNode = {0, 1e30};
-  s.interNode = {0, 1e9};
-  s.reduceBytesPerSecond = 1e30;
-  s.rendezvousSeconds = 0;
+  const ClusterShape s = bandwidthOnly(2, 2);
   const double n = 1e9;
   EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 1 / 2 * n / 1e9, 1e-9);
   EXPECT_NEAR(ringCost(s, n).seconds, 2.0 * 3 / 4 * n / 1e9, 1e-9);

@@ -38,8 +38,8 @@
 # the settings above, so it wins), and the model's column reads it as well: for example
 # GFSHIM_TORUS_COLUMN=ring for the torus's ring columns where auto would take halving.
 #
-# Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv),
-# then a markdown table of the points run now on stdout. The TSV's "chosen" column is the
+# Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv)
+# as it ends, then a markdown table of the points run now on stdout. The TSV's "chosen" column is the
 # algorithm the shim ran, "torus2d/halving" for the torus with columns by recursive halving and
 # doubling.
 set -euo pipefail
@@ -186,9 +186,12 @@ for np in $ranks; do
   done
 done
 run_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-printf '%s\n' "${jobs[@]}" | xargs -P "$parallel" -L 1 bash -c 'one "$@"' _ | tee "$out.new"
-cat "$out.new" >>"$out"
+# Each line reaches RESULTS as its simulation ends, so a run stopped early keeps what finished,
+# and runs that share RESULTS do not overwrite each other; this run's own lines make the table.
+run_lines=$(mktemp)
+trap 'rm -f "$run_lines"' EXIT
+printf '%s\n' "${jobs[@]}" | xargs -P "$parallel" -L 1 bash -c 'one "$@"' _ |
+  tee -a "$out" "$run_lines"
 echo
 echo "# $platform, started $run_started, $(nproc) cores; one simulation per row"
-table <"$out.new"
-rm -f "$out.new"
+table <"$run_lines"

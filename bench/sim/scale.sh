@@ -39,9 +39,9 @@
 # GFSHIM_TORUS_COLUMN=ring for the torus's ring columns where auto would take halving.
 #
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv)
-# as it ends, then a markdown table of the points run now on stdout. The TSV's "chosen" column is the
-# algorithm the shim ran, "torus2d/halving" for the torus with columns by recursive halving and
-# doubling.
+# as it ends, then a markdown table of the points run now on stdout. The TSV's "chosen" column
+# is the algorithm the shim ran, "torus2d/halving" for the torus with columns by recursive
+# halving and doubling.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 platform=ethernet_10g ranks="64" sizes="1M 16M 64M" shim_algos="ring torus2d auto"

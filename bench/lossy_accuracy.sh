@@ -6,7 +6,8 @@
 #
 #   bench/lossy_accuracy.sh [--seeds "1 2 3"] [--schedules "none 128:2,256"]
 #                           [--modes "exact fp16 csc0.1 ..."] [--cluster 4x2] [--out DIR]
-#                           [--csc-warmup CALLS] [--csc-clip C] [--csc-chunk ELEMENTS]
+#                           [--csc-warmup CALLS] [--csc-clip C] [--csc-decay D]
+#                           [--csc-chunk ELEMENTS]
 #                           [-- TRAINING ARGS]
 #
 # Defaults: seeds 1 2 3; schedules none (the fixed batch of the training arguments) and
@@ -14,7 +15,8 @@
 # third epoch); modes exact fp16 csc0.01+frozen csc0.1 csc0.01 csc0.1+mc csc0.01+mc
 # csc0.1+mc+clip csc0.01+mc+clip (see train_compare.sh: +mc momentum correction with the
 # program's optimizer unchanged, +mcu the corrected update into plain SGD, +clip local clipping at
-# --csc-clip C, default 0.1); csc0.01+frozen is the floor: the layers CSC carries never learn.
+# --csc-clip C, default 0.1, +decay the held accumulation dropping --csc-decay D a call, default
+# 0.9); csc0.01+frozen is the floor: the layers CSC carries never learn.
 # Where it ends near exact, their learning does not show in the accuracy and no mode is tested
 # (bench/RESULTS.md, "The floor" and "Controls"). No dense warm-up by default (--csc-warmup 0): with
 # one, those layers learn densely first and the floor is the accuracy after the warm-up, which
@@ -25,6 +27,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds="1 2 3" schedules="none 128:2,256" cluster=4x2 out="" table_only="" csc_warmup=0 csc_clip=0.1 csc_chunk=256
+csc_decay=0.9
 modes="exact fp16 csc0.01+frozen csc0.1 csc0.01 csc0.1+mc csc0.01+mc csc0.1+mc+clip csc0.01+mc+clip"
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -35,6 +38,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --csc-warmup) csc_warmup=$2; shift 2 ;;
     --csc-clip) csc_clip=$2; shift 2 ;;
+    --csc-decay) csc_decay=$2; shift 2 ;;
     --csc-chunk) csc_chunk=$2; shift 2 ;;
     --table) table_only=$2; shift 2 ;;
     --) shift; break ;;
@@ -53,7 +57,7 @@ if [[ -z $table_only ]]; then
       args=("${training[@]}" --seed "$seed")
       [[ $schedule != none ]] && args+=(--batch-schedule "$schedule")
       "$root/bench/train_compare.sh" --cluster "$cluster" --modes "$modes" --csc-chunk "$csc_chunk" \
-        --csc-warmup "$csc_warmup" --csc-clip "$csc_clip" --keep "$out/$(dir_of "$schedule")/seed$seed" -- "${args[@]}" |
+        --csc-warmup "$csc_warmup" --csc-clip "$csc_clip" --csc-decay "$csc_decay" --keep "$out/$(dir_of "$schedule")/seed$seed" -- "${args[@]}" |
         sed -n '/^mode /,/^$/p'
     done
   done

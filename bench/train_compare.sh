@@ -5,7 +5,8 @@
 #
 #   bench/train_compare.sh [--cluster NxR [--rate 1gbit] | --np P] [--modes "native exact fp16 csc0.1"]
 #                          [--program cpp|python|pytorch] [--csc-warmup CALLS] [--csc-chunk ELEMENTS]
-#                          [--csc-momentum M] [--csc-clip C] [--keep DIR] -- [TRAINING ARGS]
+#                          [--csc-momentum M] [--csc-clip C] [--csc-decay D] [--keep DIR]
+#                          -- [TRAINING ARGS]
 #
 # --cluster 4x2 runs on the emulated cluster (bench/emulated_cluster.sh: 4 namespaces "nodes" x 2
 # ranks, rate-limited links; needs root and network namespaces); "bytes between nodes" is then
@@ -22,14 +23,15 @@
 # back gradients and the program's momentum optimizer stays as it is), +mcu (the same correction
 # handing back the update, GFSHIM_CSC_MOMENTUM_OUTPUT=update, and the program run with
 # --momentum 0: plain SGD), +clip (DGC's local gradient clipping: GFSHIM_CSC_CLIP=C, --csc-clip,
-# default 1), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0), +frozen (the
+# default 1), +decay (with +mc or +mcu: the held accumulation drops D a call,
+# GFSHIM_CSC_MOMENTUM_DECAY=D, --csc-decay, default 0.9), +all (every call and fused bucket sparse, GFSHIM_COMPRESS_MIN_BYTES=0), +frozen (the
 # control: clipping at 1e-6, so every call of the buffers CSC takes, warm-up included, sends almost
 # nothing and the layers they hold keep their initial weights: the accuracy when they do not learn).
 # Each shim run's GFSHIM STATS report is printed after the table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster="" rate=1gbit np=4 modes="native exact fp16 csc0.1" program=cpp keep="" csc_warmup=2 csc_chunk=4K
-csc_momentum=0.9 csc_clip=1
+csc_momentum=0.9 csc_clip=1 csc_decay=0.9
 while [[ $# -gt 0 ]]; do
   case $1 in
     --cluster) cluster=$2; shift 2 ;;
@@ -42,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --csc-chunk) csc_chunk=$2; shift 2 ;;
     --csc-momentum) csc_momentum=$2; shift 2 ;;
     --csc-clip) csc_clip=$2; shift 2 ;;
+    --csc-decay) csc_decay=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "train_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -95,6 +98,7 @@ run_mode() {  # mode -> $work/mode.log
           mcu) envs+=("GFSHIM_CSC_MOMENTUM=$csc_momentum" GFSHIM_CSC_MOMENTUM_OUTPUT=update)
                extra=(--momentum 0) ;;
           clip) envs+=("GFSHIM_CSC_CLIP=$csc_clip") ;;
+          decay) envs+=("GFSHIM_CSC_MOMENTUM_DECAY=$csc_decay") ;;
           frozen) envs+=(GFSHIM_CSC_CLIP=1e-6) ;;
           all) envs+=(GFSHIM_COMPRESS_MIN_BYTES=0) ;;
           *) echo "train_compare.sh: unknown mode suffix +$suffix in $mode" >&2; exit 2 ;;

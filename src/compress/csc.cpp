@@ -53,16 +53,17 @@ float addAndChunkNorm(float* __restrict residual, const float* __restrict send, 
   return foldLanes(lanes);
 }
 
-// addAndChunkNorm under momentum correction: velocity = m velocity + send; residual += velocity.
+// addAndChunkNorm under momentum correction: velocity = m velocity + send; residual = keep
+// residual + velocity.
 float momentumAddAndChunkNorm(float* __restrict residual, float* __restrict velocity,
-                              const float* __restrict send, size_t n, float m) {
+                              const float* __restrict send, size_t n, float m, float keep) {
   float lanes[kNormLanes] = {};
   size_t i = 0;
   for (; i + kNormLanes <= n; i += kNormLanes) {
     for (size_t j = 0; j < kNormLanes; ++j) {
       const float u = m * velocity[i + j] + send[i + j];
       velocity[i + j] = u;
-      const float v = residual[i + j] + u;
+      const float v = keep * residual[i + j] + u;
       residual[i + j] = v;
       lanes[j] += std::fabs(v);
     }
@@ -70,7 +71,7 @@ float momentumAddAndChunkNorm(float* __restrict residual, float* __restrict velo
   for (size_t j = 0; i + j < n; ++j) {
     const float u = m * velocity[i + j] + send[i + j];
     velocity[i + j] = u;
-    const float v = residual[i + j] + u;
+    const float v = keep * residual[i + j] + u;
     residual[i + j] = v;
     lanes[j] += std::fabs(v);
   }
@@ -133,21 +134,23 @@ void addAndChunkL1Norms(float* residual, const float* send, size_t count, size_t
 }
 
 void momentumAddAndChunkL1Norms(float* residual, float* velocity, const float* send, size_t count,
-                                size_t chunkElements, float momentum, float* norms) {
+                                size_t chunkElements, float momentum, float decay, float* norms) {
   const size_t chunks = cscChunkCount(count, chunkElements);
   for (size_t c = 0; c < chunks; ++c) {
     const size_t offset = c * chunkElements;
     norms[c] = momentumAddAndChunkNorm(residual + offset, velocity + offset, send + offset,
-                                       cscChunkLength(count, chunkElements, c), momentum);
+                                       cscChunkLength(count, chunkElements, c), momentum,
+                                       1.0f - decay);
   }
 }
 
 void momentumAccumulate(float* __restrict residual, float* __restrict velocity,
-                        const float* __restrict send, size_t count, float momentum) {
+                        const float* __restrict send, size_t count, float momentum, float decay) {
+  const float keep = 1.0f - decay;
   for (size_t i = 0; i < count; ++i) {
     const float u = momentum * velocity[i] + send[i];
     velocity[i] = u;
-    residual[i] += u;
+    residual[i] = keep * residual[i] + u;
   }
 }
 
@@ -297,7 +300,8 @@ class HostCscBackend final : public CscBackend {
   }
   Status allreduceDenseCorrected(const CscShape& shape) override {
     GFSHIM_RETURN_IF_ERROR(momentumState(shape));
-    momentumAccumulate(entry_->data(), entry_->velocity.get(), send_, shape.count, shape.momentum);
+    momentumAccumulate(entry_->data(), entry_->velocity.get(), send_, shape.count, shape.momentum,
+                       shape.momentumDecay);
     GFSHIM_RETURN_IF_ERROR(dense_.allreduceValues(entry_->data(), recv_, shape.count));
     std::fill(entry_->data(), entry_->data() + shape.count, 0.0f);
     return Status::ok();
@@ -306,7 +310,7 @@ class HostCscBackend final : public CscBackend {
     if (shape.momentum > 0) {
       GFSHIM_RETURN_IF_ERROR(momentumState(shape));
       momentumAddAndChunkL1Norms(entry_->data(), entry_->velocity.get(), send_, shape.count,
-                                 shape.chunkElements, shape.momentum, norms_);
+                                 shape.chunkElements, shape.momentum, shape.momentumDecay, norms_);
       return Status::ok();
     }
     addAndChunkL1Norms(entry_->data(), send_, shape.count, shape.chunkElements, norms_);

@@ -34,9 +34,15 @@
 // deferred before the optimizer's momentum is amplified by it when it is finally delivered, so
 // the entry also keeps a velocity u and the residual becomes DGC's accumulation v:
 //
-//   1'. u = m u + send; v += u; norms[c] = sum |v| over chunk c
+//   1'. u = m u + send; v = (1 - d) v + u; norms[c] = sum |v| over chunk c
 //   6'. as 6, and u = 0 at the selected chunks too (momentum factor masking)
-//   dense calls with an entry: u = m u + send; v += u; v whole to recv; v = 0 (momentum SGD)
+//   dense calls with an entry: u = m u + send; v = (1 - d) v + u; v whole to recv; v = 0
+//
+// The decay d (CscParams::momentumDecay) is 0 in DGC: v then holds every velocity since the chunk
+// was last sent, and a chunk that waited k calls delivers them all at once (about k / (1 - m)
+// gradients for a steady one, against 1 a call while it is sent every call). With d > 0 the held
+// part shrinks each call and a waiting chunk delivers mostly its last velocities; what decayed is
+// never applied (lossy beyond DGC, opt-in).
 //
 // The sum D over ranks of what is sent is the momentum-corrected update, to be applied by plain
 // SGD (CscMomentumOutput::kUpdate). For an application that keeps its own momentum-SGD optimizer
@@ -78,6 +84,7 @@ struct CscParams {
   size_t chunkElements = kCscDefaultChunkElements;
   int64_t warmupCalls = 0;  // dense calls per residual entry before sparsity
   float momentum = 0;       // momentum correction (see above); 0 = off, else in (0, 1)
+  float momentumDecay = 0;  // momentum correction: d in [0, 1], v = (1 - d) v + u (see above)
   CscMomentumOutput momentumOutput = CscMomentumOutput::kUpdate;
   bool dense = false;  // run dense whatever the warm-up (a call too small to be sparse)
 };
@@ -110,14 +117,14 @@ void selectTopChunks(const float* norms, size_t chunks, size_t k, std::vector<ui
 // elements written.
 size_t cscPack(const float* data, size_t count, size_t chunkElements, const uint32_t* selected,
                size_t selectedCount, float* packed);
-// Momentum correction, step 1': velocity = m * velocity + send; residual += velocity; norms as
-// chunkL1Norms(residual) afterwards (the same bits), in one pass. `send` must not overlap the
-// others.
+// Momentum correction, step 1': velocity = m * velocity + send; residual = (1 - decay) * residual
+// + velocity; norms as chunkL1Norms(residual) afterwards (the same bits), in one pass. `send` must
+// not overlap the others. Decay 0 adds exactly (1 * x is x).
 void momentumAddAndChunkL1Norms(float* residual, float* velocity, const float* send, size_t count,
-                                size_t chunkElements, float momentum, float* norms);
+                                size_t chunkElements, float momentum, float decay, float* norms);
 // The same accumulation without norms (a dense call with momentum correction).
 void momentumAccumulate(float* residual, float* velocity, const float* send, size_t count,
-                        float momentum);
+                        float momentum, float decay);
 // CscMomentumOutput::kGradient: d = recv[i]; recv[i] = d - m * delivered[i]; delivered[i] = d.
 void momentumToGradient(float* recv, float* delivered, size_t count, float momentum);
 

@@ -16,6 +16,9 @@ Status checkParams(const CscParams& params) {
   if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) {
     return Status::error(StatusCode::kInvalidArgument, "CSC momentum must be in [0, 1)");
   }
+  if (!(params.momentumDecay >= 0.0f && params.momentumDecay <= 1.0f)) {
+    return Status::error(StatusCode::kInvalidArgument, "CSC momentum decay must be in [0, 1]");
+  }
   return Status::ok();
 }
 
@@ -74,6 +77,7 @@ Status runCscSteps(const CscParams& params, size_t count, CscBackend& backend,
   shape.chunkElements = params.chunkElements;
   shape.chunks = cscChunkCount(count, params.chunkElements);
   shape.momentum = callsSeen != nullptr ? params.momentum : 0.0f;
+  shape.momentumDecay = params.momentumDecay;
   CscMode local = CscMode::kSparse;
   GFSHIM_RETURN_IF_ERROR(localMode(params, callsSeen, backend, &shape, &local));
 

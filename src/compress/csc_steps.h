@@ -48,6 +48,7 @@ struct CscShape {
   size_t selected = 0;       // chunks sent by a sparse call, cscSelectedCount
   size_t maxPacked = 0;      // the packed values at most: min(count, selected * chunkElements)
   float momentum = 0;        // CscParams::momentum where the call has a residual entry, else 0
+  float momentumDecay = 0;   // CscParams::momentumDecay
 };
 
 // The primitives of one call. Each step's inputs are the earlier steps' outputs, kept by the

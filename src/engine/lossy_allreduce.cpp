@@ -310,6 +310,7 @@ CscParams cscParamsOf(const Settings& settings) {
   params.chunkElements = settings.cscChunkElements;
   params.warmupCalls = static_cast<int64_t>(settings.cscWarmupCalls);
   params.momentum = static_cast<float>(settings.cscMomentum);
+  params.momentumDecay = static_cast<float>(settings.cscMomentumDecay);
   params.momentumOutput = settings.cscMomentumOutput;
   return params;
 }

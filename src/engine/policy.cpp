@@ -390,7 +390,7 @@ bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& s
 
 std::string momentumNote(const Settings& settings) {
   if (!momentumCorrectionOn(settings)) return "";
-  char note[400];
+  char note[520];
   if (settings.cscMomentumOutput == CscMomentumOutput::kGradient) {
     std::snprintf(note, sizeof(note),
                   "momentum correction (m = %g): sparse calls hand back what the application's "
@@ -405,11 +405,22 @@ std::string momentumNote(const Settings& settings) {
                   "momentum too: reduce them as MPI_DOUBLE",
                   settings.cscMomentum);
   }
-  return note;
+  std::string text = note;
+  if (settings.cscMomentumDecay > 0) {
+    std::snprintf(note, sizeof(note),
+                  "; a chunk drops %g of what it holds back each call (GFSHIM_CSC_MOMENTUM_DECAY), "
+                  "so part of a waiting chunk's update is never applied",
+                  settings.cscMomentumDecay);
+    text += note;
+  }
+  return text;
 }
 
 std::vector<std::string> lossySettingProblems(const Settings& settings) {
   std::vector<std::string> problems;
+  if (settings.cscMomentumDecay > 0 && !(settings.cscMomentum > 0)) {
+    problems.push_back("GFSHIM_CSC_MOMENTUM_DECAY does nothing without GFSHIM_CSC_MOMENTUM");
+  }
   if (settings.cscStepOperations > 0 && settings.cscKey != CscKey::kPosition) {
     problems.push_back("GFSHIM_CSC_STEP_OPERATIONS does nothing without GFSHIM_CSC_KEY=position");
   }

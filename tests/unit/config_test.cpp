@@ -191,19 +191,24 @@ TEST(Config, BadLossySettingsStayExact) {
 TEST(Config, MomentumCorrectionSettingsAndTheirBadValues) {
   const Settings good = settingsFrom(Config::load(inputs({{"GFSHIM_CSC_MOMENTUM", "0.9"},
                                                           {"GFSHIM_CSC_MOMENTUM_OUTPUT", "GRADIENT"},
-                                                          {"GFSHIM_CSC_CLIP", "2.5"}})));
+                                                          {"GFSHIM_CSC_CLIP", "2.5"},
+                                                          {"GFSHIM_CSC_MOMENTUM_DECAY", "0.9"}})));
   EXPECT_EQ(good.cscMomentum, 0.9);
+  EXPECT_EQ(good.cscMomentumDecay, 0.9);
+  EXPECT_EQ(Settings{}.cscMomentumDecay, 0.0);
   EXPECT_EQ(good.cscMomentumOutput, CscMomentumOutput::kGradient);
   EXPECT_EQ(good.cscClip, 2.5);
   EXPECT_EQ(Settings{}.cscMomentumOutput, CscMomentumOutput::kUpdate);
   const Config bad = Config::load(inputs({{"GFSHIM_CSC_MOMENTUM", "1"},
                                           {"GFSHIM_CSC_MOMENTUM_OUTPUT", "sgd"},
-                                          {"GFSHIM_CSC_CLIP", "-1"}}));
+                                          {"GFSHIM_CSC_CLIP", "-1"},
+                                          {"GFSHIM_CSC_MOMENTUM_DECAY", "1.5"}}));
   const Settings fallback = settingsFrom(bad);
+  EXPECT_EQ(fallback.cscMomentumDecay, 0.0);
   EXPECT_EQ(fallback.cscMomentum, 0.0);
   EXPECT_EQ(fallback.cscMomentumOutput, CscMomentumOutput::kUpdate);
   EXPECT_EQ(fallback.cscClip, 0.0);
-  EXPECT_EQ(bad.diagnostics().size(), 3u);
+  EXPECT_EQ(bad.diagnostics().size(), 4u);
   EXPECT_TRUE(mentions(bad, "GFSHIM_CSC_MOMENTUM_OUTPUT='sgd' is invalid: accepted: update, gradient"));
 }
 

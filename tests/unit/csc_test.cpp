@@ -399,6 +399,11 @@ TEST(CscAllreduce, BadParametersLeaveTheEntryUntouched) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(csc.run(CscParams{0.0, 4, 0}, send.data(), recv.data(), 8).code(),
             StatusCode::kInvalidArgument);
+  CscParams decayTooLarge{0.5, 4, 0};
+  decayTooLarge.momentum = 0.5f;
+  decayTooLarge.momentumDecay = 1.5f;  // a fraction dropped: at most 1
+  EXPECT_EQ(csc.run(decayTooLarge, send.data(), recv.data(), 8).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(csc.run(CscParams{0.5, 4, 0}, send.data(), recv.data(), 7).code(),
             StatusCode::kInternal);
   EXPECT_EQ(csc.dense.normCalls + csc.dense.valueCalls, 0);
@@ -442,22 +447,27 @@ TEST(CscMomentum, TheFusedPassIsTheRecurrenceAndItsNormsAreThoseOfTheAccumulatio
     velocity[i] = value(rng);
     send[i] = value(rng);
   }
-  std::vector<float> wantResidual = residual, wantVelocity = velocity;
-  for (size_t i = 0; i < count; ++i) {
-    wantVelocity[i] = 0.9f * velocity[i] + send[i];
-    wantResidual[i] = residual[i] + wantVelocity[i];
+  for (const float decay : {0.0f, 0.75f, 1.0f}) {
+    SCOPED_TRACE(testing::Message() << "decay " << decay);
+    std::vector<float> wantResidual = residual, wantVelocity = velocity;
+    for (size_t i = 0; i < count; ++i) {
+      wantVelocity[i] = 0.9f * velocity[i] + send[i];
+      wantResidual[i] = (1.0f - decay) * residual[i] + wantVelocity[i];
+    }
+    std::vector<float> norms(7), wantNorms(7);
+    std::vector<float> accumulated = residual, accumulatedVelocity = velocity;
+    std::vector<float> added = residual, addedVelocity = velocity;
+    momentumAccumulate(accumulated.data(), accumulatedVelocity.data(), send.data(), count, 0.9f,
+                       decay);
+    momentumAddAndChunkL1Norms(added.data(), addedVelocity.data(), send.data(), count, chunk,
+                               0.9f, decay, norms.data());
+    chunkL1Norms(wantResidual.data(), count, chunk, wantNorms.data());
+    EXPECT_EQ(addedVelocity, wantVelocity);
+    EXPECT_EQ(added, wantResidual);
+    EXPECT_EQ(accumulated, wantResidual);
+    EXPECT_EQ(accumulatedVelocity, wantVelocity);
+    EXPECT_EQ(std::memcmp(norms.data(), wantNorms.data(), sizeof(float) * 7), 0);
   }
-  std::vector<float> norms(7), wantNorms(7);
-  std::vector<float> accumulated = residual, accumulatedVelocity = velocity;
-  momentumAccumulate(accumulated.data(), accumulatedVelocity.data(), send.data(), count, 0.9f);
-  momentumAddAndChunkL1Norms(residual.data(), velocity.data(), send.data(), count, chunk, 0.9f,
-                             norms.data());
-  chunkL1Norms(wantResidual.data(), count, chunk, wantNorms.data());
-  EXPECT_EQ(velocity, wantVelocity);
-  EXPECT_EQ(residual, wantResidual);
-  EXPECT_EQ(accumulated, wantResidual);
-  EXPECT_EQ(accumulatedVelocity, wantVelocity);
-  EXPECT_EQ(std::memcmp(norms.data(), wantNorms.data(), sizeof(float) * 7), 0);
 }
 
 TEST(CscMomentum, TheGradientOutputSubtractsTheLastDeliveryAndRemembersThisOne) {
@@ -504,16 +514,21 @@ std::vector<float> movingInput(std::mt19937& rng, size_t count, size_t chunk) {
 }
 
 // Momentum SGD with factor masking, per element in double: u = m u + g each call, reset to 0
-// after a call that sent the element's chunk. What was sent plus what is held must equal the sum
-// of the u's; elements never sent hold exactly plain momentum SGD's update, and a sent chunk's
-// velocity and accumulation are zero right after (a call that forgot the masking fails here).
-TEST(CscMomentum, SentPlusHeldIsTheMaskedMomentumSgdUpdateAndMaskingClearsExactlyTheSentChunks) {
+// after a call that sent the element's chunk, and the accumulation v = (1 - d) v + u, delivered and
+// reset when sent. Each call's output must be the reference's delivery and what is held its v; a
+// sent chunk's velocity and accumulation are zero right after (a call that forgot the masking
+// fails here). With d = 0 (DGC) what was sent plus what is held is the sum of the u's, and
+// elements never sent hold exactly plain momentum SGD's update; with d > 0 a call that ignored
+// the decay fails.
+void expectMaskedMomentumSgd(float decay) {
+  SCOPED_TRACE(testing::Message() << "decay " << decay);
   const size_t count = 500, chunk = 25;  // 20 chunks, 3 sent per call
-  const CscParams params = momentumParams(0.15, chunk, 2, CscMomentumOutput::kUpdate);
+  CscParams params = momentumParams(0.15, chunk, 2, CscMomentumOutput::kUpdate);
+  params.momentumDecay = decay;
   OneRankCsc csc(count, cscArraysPerElement(params));
   ASSERT_NE(csc.entry, nullptr);
   std::mt19937 rng(11);
-  std::vector<double> u(count, 0), updates(count, 0), delivered(count, 0);
+  std::vector<double> u(count, 0), v(count, 0), updates(count, 0), delivered(count, 0);
   std::vector<char> everSent(count, 0);
   for (int call = 0; call < 12; ++call) {
     SCOPED_TRACE(testing::Message() << "call " << call);
@@ -532,11 +547,16 @@ TEST(CscMomentum, SentPlusHeldIsTheMaskedMomentumSgdUpdateAndMaskingClearsExactl
     }
     for (size_t i = 0; i < count; ++i) {
       u[i] = 0.9 * u[i] + send[i];
+      v[i] = (1.0 - decay) * v[i] + u[i];
       updates[i] += u[i];
       delivered[i] += recv[i];
       if (!sent[i]) {
         ASSERT_EQ(recv[i], 0.0f) << i;
+      } else {
+        ASSERT_NEAR(recv[i], v[i], 1e-4 * (1 + std::fabs(v[i]))) << i;
+        v[i] = 0;
       }
+      ASSERT_NEAR(csc.entry->data()[i], v[i], 1e-4 * (1 + std::fabs(v[i]))) << i;
       if (sent[i] && sparse) {
         ASSERT_EQ(csc.entry->velocity[i], 0.0f) << i;
         ASSERT_EQ(csc.entry->data()[i], 0.0f) << i;
@@ -552,10 +572,20 @@ TEST(CscMomentum, SentPlusHeldIsTheMaskedMomentumSgdUpdateAndMaskingClearsExactl
   size_t neverSent = 0;
   for (size_t i = 0; i < count; ++i) {
     const double held = csc.entry->data()[i];
-    ASSERT_NEAR(delivered[i] + held, updates[i], 1e-4 * (1 + std::fabs(updates[i]))) << i;
+    if (decay == 0.0f) {
+      ASSERT_NEAR(delivered[i] + held, updates[i], 1e-4 * (1 + std::fabs(updates[i]))) << i;
+    }
     neverSent += everSent[i] ? 0 : 1;
   }
-  EXPECT_GT(neverSent, 0u);  // some chunks were held the whole time: plain momentum SGD's update
+  EXPECT_GT(neverSent, 0u);  // some chunks were held the whole time
+}
+
+TEST(CscMomentum, SentPlusHeldIsTheMaskedMomentumSgdUpdateAndMaskingClearsExactlyTheSentChunks) {
+  expectMaskedMomentumSgd(0.0f);
+}
+
+TEST(CscMomentum, WithADecayTheHeldAccumulationShrinksEachCallAndTheDeliveryIsWhatIsLeft) {
+  expectMaskedMomentumSgd(0.5f);
 }
 
 // An optimizer with its own momentum 0.9 applied to the gradient output ends with the velocity

@@ -574,6 +574,13 @@ TEST(LossyPolicy, MomentumAndClipWithoutDensityAreProblemsAndTheNoteNamesTheOpti
   EXPECT_NE(momentumNote(s).find("without momentum (plain SGD)"), std::string::npos);
   s.cscMomentumOutput = CscMomentumOutput::kGradient;
   EXPECT_NE(momentumNote(s).find("momentum-SGD optimizer with momentum 0.9"), std::string::npos);
+  EXPECT_EQ(momentumNote(s).find("GFSHIM_CSC_MOMENTUM_DECAY"), std::string::npos);
+  s.cscMomentumDecay = 0.25;
+  EXPECT_NE(momentumNote(s).find("drops 0.25 of what it holds back each call"), std::string::npos);
+  s.cscMomentum = 0;
+  EXPECT_EQ(lossySettingProblems(s),
+            (std::vector<std::string>{
+                "GFSHIM_CSC_MOMENTUM_DECAY does nothing without GFSHIM_CSC_MOMENTUM"}));
 }
 
 TEST(LossyPolicy, PositionKeysWithoutDensityAndAStepWithoutPositionKeysAreProblems) {

@@ -390,7 +390,7 @@ bool keptApartInBuckets(DType dtype, RedOp op, uint64_t bytes, const Settings& s
 
 std::string momentumNote(const Settings& settings) {
   if (!momentumCorrectionOn(settings)) return "";
-  char note[520];
+  char note[400];
   if (settings.cscMomentumOutput == CscMomentumOutput::kGradient) {
     std::snprintf(note, sizeof(note),
                   "momentum correction (m = %g): sparse calls hand back what the application's "

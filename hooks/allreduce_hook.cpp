@@ -156,9 +156,18 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
     segment += ", " + std::to_string(plan.torusPieces) + " pieces";
   }
   if (plan.algo == Algo::kTorus2d) {
-    segment += plan.torusColumn == TorusColumn::kHalvingDoubling
-                   ? ", columns by recursive halving and doubling"
-                   : ", columns by ring";
+    switch (plan.torusColumn) {
+      case TorusColumn::kRing:
+        segment += ", columns by ring";
+        break;
+      case TorusColumn::kHalvingDoubling:
+        segment += ", columns by recursive halving and doubling";
+        break;
+      case TorusColumn::kRingThenHalving:
+        segment += ", columns split: a ring among the odd factor's nodes, then recursive halving "
+                   "and doubling";
+        break;
+    }
   }
   const std::string estimate = formatEstimate(plan.estimate);
   GFSHIM_INFO(kPolicy, "allreduce of %llu bytes (%lld x %s, %s) on %d ranks -> %s%s%s%s",

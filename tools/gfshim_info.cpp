@@ -375,17 +375,24 @@ int printModel(int argc, char** argv) {
   const int64_t leaderPieces = gfshim::bestHierarchicalPieces(shape, n, segmentBytes);
   // The torus unpipelined with ring columns (Mikami et al.'s), then per column pass the pieces
   // the torus takes (GFSHIM_TORUS_PIECES or the model's); GFSHIM_TORUS_COLUMN=auto takes the
-  // faster of the two.
+  // fastest (split columns only where the node count is neither odd nor a power of two).
   std::vector<std::pair<std::string, gfshim::AlgorithmCost>> rows = {
       {"ring", gfshim::ringCost(shape, n)},
       {"torus2d, 1 piece, ring columns", gfshim::torusCost(shape, n)}};
-  for (const auto column : {gfshim::TorusColumn::kRing, gfshim::TorusColumn::kHalvingDoubling}) {
+  const gfshim::ColumnSplit split = gfshim::columnSplit(static_cast<int>(shape.nodes));
+  const std::pair<gfshim::TorusColumn, const char*> columns[] = {
+      {gfshim::TorusColumn::kRing, "ring columns"},
+      {gfshim::TorusColumn::kHalvingDoubling, "halving columns"},
+      {gfshim::TorusColumn::kRingThenHalving, "split columns"}};
+  for (const auto& [column, columnText] : columns) {
     const int64_t pieces = settings.torusPieces > 0 ? static_cast<int64_t>(settings.torusPieces)
                                                     : gfshim::bestTorusPieces(shape, n, column);
-    const bool halving = column == gfshim::TorusColumn::kHalvingDoubling;
-    if (pieces == 1 && !halving) continue;  // the row above
-    rows.push_back({"torus2d, " + piecesText(pieces) +
-                        (halving ? ", halving columns" : ", ring columns"),
+    if (pieces == 1 && column == gfshim::TorusColumn::kRing) continue;  // the row above
+    if (column == gfshim::TorusColumn::kRingThenHalving &&
+        (split.ringNodes == 1 || split.halvingNodes == 1)) {
+      continue;  // one of the two above
+    }
+    rows.push_back({"torus2d, " + piecesText(pieces) + ", " + columnText,
                     gfshim::torusCost(shape, n, pieces, column)});
   }
   rows.push_back({"hierarchical, " + piecesText(leaderPieces),

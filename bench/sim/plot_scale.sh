@@ -3,7 +3,8 @@
 # against the number of simulated ranks, one line per algorithm (the shim's and SMPI's), for one
 # platform and message size. Needs gnuplot (Debian gnuplot-nox).
 # The shim's torus with columns by recursive halving and doubling (scale.sh's "torus2d/halving")
-# is a series of its own, "torus2d-halving".
+# or split (a ring, then halving: "torus2d/split") is a series of its own, "torus2d-halving" or
+# "torus2d-split".
 # usage: bench/sim/plot_scale.sh RESULTS.tsv PLATFORM BYTES OUT.png [MORE_RESULTS.tsv ...]
 set -euo pipefail
 input=$1 platform=$2 bytes=$3 out=$4
@@ -16,7 +17,7 @@ trap 'rm -rf "$data"' EXIT
 # the shim's algorithms (its choice is in the table).
 awk -F'\t' -v p="$platform" -v b="$bytes" -v dir="$data" '
   $1 == p && $3 == b && $6 != "" && $5 != "auto" {
-    name = $4 "_" (($4 == "shim" && $7 == "torus2d/halving") ? "torus2d-halving" : $5)
+    name = $4 "_" (($4 == "shim" && $7 ~ /^torus2d\//) ? "torus2d-" substr($7, 9) : $5)
     busbw[name, $2] = 2 * ($2 - 1) / $2 * $3 / ($6 * 1e-6) / 1e9
     series[name] = 1; ranks[$2] = 1 }
   END {

@@ -41,7 +41,7 @@
 # Output: one TSV line per simulation appended to RESULTS (default bench/results/sim_scale.tsv)
 # as it ends, then a markdown table of the points run now on stdout. The TSV's "chosen" column
 # is the algorithm the shim ran, "torus2d/halving" for the torus with columns by recursive
-# halving and doubling.
+# halving and doubling, "torus2d/split" for its split columns (GFSHIM_TORUS_COLUMN=split).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 platform=ethernet_10g ranks="64" sizes="1M 16M 64M" shim_algos="ring torus2d auto"
@@ -126,6 +126,8 @@ one() {
     [[ -n $chosen ]] || chosen=native
     if [[ $chosen == torus2d ]] && grep -q "columns by recursive halving and doubling" <<<"$log"; then
       chosen=torus2d/halving
+    elif [[ $chosen == torus2d ]] && grep -q "columns split" <<<"$log"; then
+      chosen=torus2d/split
     fi
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$platform" "$np" "$bytes" "$side" "$algo" \
@@ -148,9 +150,11 @@ while IFS=$'\t' read -r platform np bytes side algo time_us chosen wall; do
     # The model without the reduction (left out of the simulation too) and without the
     # rendezvous handshake (SimGrid models none); for the torus and the hierarchical allreduce
     # its last row, the pieces the shim takes, the torus's with the column pass it took
-    # ("torus2d/halving": recursive halving and doubling; "torus2d": the ring).
+    # ("torus2d/halving": recursive halving and doubling; "torus2d/split": a ring among the odd
+    # factor of the node count, then halving; "torus2d": the ring).
     local name=${chosen%/*} columns="ring columns"
     [[ $chosen == */halving ]] && columns="halving columns"
+    [[ $chosen == */split ]] && columns="split columns"
     predicted=$("$info" --model --ranks-per-node "$per_node" --nodes "$nodes" --bytes "$bytes" \
                   --inter-gbps "$inter_gbps" --inter-latency-us "$inter_us" \
                   --intra-gbps "$intra_gbps" --intra-latency-us "$intra_us" --oversubscribed no \

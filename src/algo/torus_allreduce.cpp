@@ -96,6 +96,18 @@ Status runTorusPieces(TorusPieces<RunPass>& torus, Workspace& workspace) {
       [&](size_t piece) { return torus.rowAllgather(piece, workspace); });
 }
 
+// The column pass as a torus of its own (TorusColumn::kRingThenHalving): the column's members in
+// rows of b consecutive ones, reduced by ring, and columns at stride b, by halving and doubling.
+Status runRingThenHalvingAllreduce(size_t count, size_t elementBytes, uint64_t segmentBytes,
+                                   ReduceFn reduce, Transport& column, Workspace& workspace,
+                                   const void* send, void* recv) {
+  const ColumnSplit split = columnSplit(column.size());
+  const std::optional<TorusGrid> grid =
+      torusGridFromDims(column.rank(), column.size(), {split.ringNodes, split.halvingNodes});
+  return runTorusAllreduce(*grid, count, elementBytes, segmentBytes, 1,
+                           TorusColumn::kHalvingDoubling, reduce, column, workspace, send, recv);
+}
+
 }  // namespace
 
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
@@ -106,6 +118,10 @@ Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementByte
     if (part == RingPart::kAllreduce && column == TorusColumn::kHalvingDoubling) {
       return runHalvingDoublingAllreduce(schedule.count(), elementBytes, reduce, peers, scratch, in,
                                          out);
+    }
+    if (part == RingPart::kAllreduce && column == TorusColumn::kRingThenHalving) {
+      return runRingThenHalvingAllreduce(schedule.count(), elementBytes, segmentBytes, reduce,
+                                         peers, scratch, in, out);
     }
     return runRing(schedule, part, reduce, peers, scratch, in, out);
   };

@@ -43,7 +43,10 @@ namespace gfshim {
 // on every rank). The column lane's scratch is workspace.second().
 // `column`: the column pass as a ring (above) or by recursive halving and doubling
 // (algo/halving_doubling.h: every element's value is still computed once and copied, so bits stay
-// identical on every rank; the latency becomes 2(X-1) + about 2 log2 Y steps).
+// identical on every rank; the latency becomes 2(X-1) + about 2 log2 Y steps), or, where Y is
+// not a power of two, as a torus of its own whose rows ring among b consecutive nodes and whose
+// columns halve among the 2^a nodes at stride b (TorusColumn::kRingThenHalving, Y = b * 2^a:
+// 2(X-1) + 2(b-1) + 2a steps, none of them moving a whole shard).
 Status runTorusAllreduce(const TorusGrid& grid, size_t count, size_t elementBytes,
                          uint64_t segmentBytes, size_t pieces, TorusColumn column, ReduceFn reduce,
                          Transport& transport, Workspace& workspace, const void* send, void* recv);

@@ -4,6 +4,16 @@
 
 namespace gfshim {
 
+ColumnSplit columnSplit(int y) {
+  ColumnSplit split;
+  split.ringNodes = y > 0 ? y : 1;
+  while (split.ringNodes % 2 == 0) {
+    split.ringNodes /= 2;
+    split.halvingNodes *= 2;
+  }
+  return split;
+}
+
 std::optional<TorusGrid> torusGridFromDims(int rank, int size, TorusDims dims) {
   if (dims.x <= 0 || dims.y <= 0 || dims.x * dims.y != size || rank < 0 || rank >= size) {
     return std::nullopt;

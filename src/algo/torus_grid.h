@@ -15,8 +15,19 @@ struct TorusDims {
 
 // How the torus's column pass (between nodes) reduces: a ring, 2(Y-1) steps, or Rabenseifner's
 // recursive halving and doubling (algo/halving_doubling.h), about 2 log2 Y steps for the same
-// bytes (2 more of the whole shard where Y is not a power of two).
-enum class TorusColumn { kRing, kHalvingDoubling };
+// bytes (2 more of the whole shard where Y is not a power of two), or, for Y = b * 2^a with b odd,
+// a torus of its own (kRingThenHalving): a ring reduce-scatter among b consecutive nodes, halving
+// and doubling of the ring's chunk among the 2^a nodes at stride b, a ring allgather; 2(b-1) +
+// 2a steps and no fold, so the column's bytes stay 2(Y-1)/Y of the shard (columnSplit).
+enum class TorusColumn { kRing, kHalvingDoubling, kRingThenHalving };
+
+// The column of Y nodes as kRingThenHalving cuts it: Y = ringNodes * halvingNodes, ringNodes odd,
+// halvingNodes a power of two (1 where Y is odd; ringNodes 1 where Y is a power of two).
+struct ColumnSplit {
+  int ringNodes = 1;
+  int halvingNodes = 1;
+};
+ColumnSplit columnSplit(int y);
 
 struct TorusGrid {
   TorusDims dims;

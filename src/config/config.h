@@ -135,7 +135,7 @@ struct Choices;
 enum class AlgoChoice : int { GFSHIM_ALGO_CHOICES(GFSHIM_ENUMERATOR) };
 GFSHIM_CHOICES(AlgoChoice, GFSHIM_ALGO_CHOICES);
 
-#define GFSHIM_TORUS_COLUMN_CHOICES(X) X(kAuto, 0) X(kRing, 1) X(kHalving, 2)
+#define GFSHIM_TORUS_COLUMN_CHOICES(X) X(kAuto, 0) X(kRing, 1) X(kHalving, 2) X(kSplit, 3)
 enum class TorusColumnChoice : int { GFSHIM_TORUS_COLUMN_CHOICES(GFSHIM_ENUMERATOR) };
 GFSHIM_CHOICES(TorusColumnChoice, GFSHIM_TORUS_COLUMN_CHOICES);
 

@@ -87,31 +87,59 @@ uint64_t fusedAloneBeatsNativeBytes(const ClusterShape& shape) {
 
 namespace {
 
-// The column pass of one torus piece of `piece` bytes: its steps and time (see torusCost).
-AlgorithmCost torusColumnCost(const ClusterShape& shape, double piece, TorusColumn column) {
+// A ring allreduce of `piece` bytes a node among `nodes` nodes, each of the X ranks with its
+// share: 2(nodes-1) steps of piece/nodes through the node's NIC.
+AlgorithmCost columnRingCost(const ClusterShape& shape, double piece, int64_t nodes) {
   const double x = static_cast<double>(shape.ranksPerNode);
-  const double y = static_cast<double>(shape.nodes);
+  const double y = static_cast<double>(nodes);
   AlgorithmCost cost;
-  if (column == TorusColumn::kRing) {
-    cost.latencySteps = 2 * (shape.nodes - 1);
-    cost.seconds = static_cast<double>(cost.latencySteps) *
-                       messageSeconds(shape, shape.interNode, piece / y) +
-                   (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
-    return cost;
-  }
+  cost.latencySteps = 2 * (nodes - 1);
+  cost.seconds = static_cast<double>(cost.latencySteps) *
+                     messageSeconds(shape, shape.interNode, piece / y) +
+                 (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
+  return cost;
+}
+
+// Recursive halving and doubling of `piece` bytes a node among `nodes` nodes: steps of piece/2,
+// piece/4 ... through the NIC, each twice, and two of the whole piece where `nodes` is not a
+// power of two (the fold).
+AlgorithmCost columnHalvingCost(const ClusterShape& shape, double piece, int64_t nodes) {
+  const double x = static_cast<double>(shape.ranksPerNode);
+  AlgorithmCost cost;
   int64_t participants = 1;
-  while (participants <= shape.nodes / 2) participants *= 2;
+  while (participants <= nodes / 2) participants *= 2;
   for (int64_t share = 2; share <= participants; share *= 2) {
     const double nicBytes = piece / static_cast<double>(share);
     cost.latencySteps += 2;
     cost.seconds += 2 * messageSeconds(shape, shape.interNode, nicBytes) +
                     nicBytes / x / shape.reduceBytesPerSecond;
   }
-  if (participants < shape.nodes) {
+  if (participants < nodes) {
     cost.latencySteps += 2;
     cost.seconds += 2 * messageSeconds(shape, shape.interNode, piece) +
                     piece / x / shape.reduceBytesPerSecond;
   }
+  return cost;
+}
+
+// The column pass of one torus piece of `piece` bytes: its steps and time (see torusCost).
+AlgorithmCost torusColumnCost(const ClusterShape& shape, double piece, TorusColumn column) {
+  switch (column) {
+    case TorusColumn::kRing:
+      return columnRingCost(shape, piece, shape.nodes);
+    case TorusColumn::kHalvingDoubling:
+      return columnHalvingCost(shape, piece, shape.nodes);
+    case TorusColumn::kRingThenHalving:
+      break;
+  }
+  // A ring reduce-scatter and allgather among b nodes (a ring allreduce's steps and bytes), and
+  // halving and doubling of its chunk, piece / b, among the 2^a.
+  const ColumnSplit split = columnSplit(static_cast<int>(shape.nodes));
+  AlgorithmCost cost = columnRingCost(shape, piece, split.ringNodes);
+  const AlgorithmCost halving =
+      columnHalvingCost(shape, piece / split.ringNodes, split.halvingNodes);
+  cost.latencySteps += halving.latencySteps;
+  cost.seconds += halving.seconds;
   return cost;
 }
 

@@ -76,7 +76,9 @@ AlgorithmCost ringCost(const ClusterShape& shape, double bytes);
 // phases one after the other. latencySteps counts every part's steps.
 // `column`: the column pass as a ring, 2(Y-1) steps of N/Y through the node's NIC (X ranks of
 // N/(XY) each), or by recursive halving and doubling among Y' = 2^floor(log2 Y) nodes, steps of
-// N/2, N/4 ... N/Y' through the NIC, each twice, plus two of N where Y' < Y (the fold).
+// N/2, N/4 ... N/Y' through the NIC, each twice, plus two of N where Y' < Y (the fold), or, for
+// Y = b * 2^a with b odd, a ring among b nodes (2(b-1) steps of N/b) and the halving of N/b among
+// 2^a (no fold).
 AlgorithmCost torusCost(const ClusterShape& shape, double bytes, int64_t pieces = 1,
                         TorusColumn column = TorusColumn::kRing);
 // The number of pieces (1, 2, 4, ... 64) with the lowest torusCost: more pieces hide more of the

@@ -258,8 +258,15 @@ TorusLayout chooseTorusLayout(const ClusterShape& grid, const Settings& settings
     columns = {TorusColumn::kRing};
   } else if (settings.torusColumn == TorusColumnChoice::kHalving) {
     columns = {TorusColumn::kHalvingDoubling};
+  } else if (settings.torusColumn == TorusColumnChoice::kSplit) {
+    columns = {TorusColumn::kRingThenHalving};
   } else {
     columns = {TorusColumn::kRing, TorusColumn::kHalvingDoubling};
+    // Where Y is odd or a power of two the split is one of the two above.
+    const ColumnSplit split = columnSplit(static_cast<int>(grid.nodes));
+    if (split.ringNodes > 1 && split.halvingNodes > 1) {
+      columns.push_back(TorusColumn::kRingThenHalving);
+    }
   }
   TorusLayout best;
   best.seconds = -1;

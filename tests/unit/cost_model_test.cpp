@@ -60,6 +60,25 @@ TEST(CostModel, HalvingColumnsMoveTheRingsBytesOnPowersOfTwo) {
   EXPECT_NEAR(torusCost(s, n).seconds, 2.0 * 5 / 6 * n / 1e9, 1e-9);
 }
 
+// Split columns (Y = b * 2^a, b odd): a ring among b nodes, 2(b-1) steps, then halving among 2^a,
+// 2a steps, with no fold; through each NIC the ring's bytes, 2(Y-1)/Y of the piece, where halving
+// columns fold on a Y that is not a power of two.
+TEST(CostModel, SplitColumnsRingTheOddFactorAndHalveThePowerOfTwo) {
+  const auto split = TorusColumn::kRingThenHalving;
+  EXPECT_EQ(torusCost(shape(4, 864), 1e8, 1, split).latencySteps, 2 * 3 + 2 * 26 + 2 * 5);
+  EXPECT_EQ(torusCost(shape(4, 256), 1e8, 1, split).latencySteps,
+            torusCost(shape(4, 256), 1e8, 1, TorusColumn::kHalvingDoubling).latencySteps);
+  EXPECT_EQ(torusCost(shape(4, 27), 1e8, 1, split).latencySteps, torusCost(shape(4, 27), 1e8).latencySteps);
+  ClusterShape s = bandwidthOnly(2, 6);
+  const double n = 1e9;
+  EXPECT_NEAR(torusCost(s, n, 1, split).seconds, 2.0 * 5 / 6 * n / 1e9, 1e-9);
+  EXPECT_LT(torusCost(s, n, 1, split).seconds,
+            torusCost(s, n, 1, TorusColumn::kHalvingDoubling).seconds);
+  // Mikami et al.'s 864 ABCI nodes at 16 MB: fewer steps than ring columns, no fold.
+  EXPECT_LT(torusCost(shape(4, 864), 16e6, 1, split).seconds,
+            torusCost(shape(4, 864), 16e6, 1, TorusColumn::kHalvingDoubling).seconds);
+}
+
 TEST(CostModel, TorusMovesLessThroughEachNicThanTheFlatRing) {
   // Bandwidth terms only (no latency): the torus sends 2(Y-1)/Y N through a NIC, the flat ring
   // 2(p-1)/p N.

@@ -331,6 +331,20 @@ TEST(AutoPolicy, TorusColumnsFromTheModelOrTheParameter) {
   EXPECT_EQ(autoPlan(16 << 20, many, lossyAuto).torusColumn, TorusColumn::kRing);
   // The ring and the native candidates carry no column pass.
   EXPECT_EQ(autoPlan(64 << 20, cluster(1, 4)).torusColumn, TorusColumn::kRing);
+
+  // 864 nodes (27 x 32, Mikami et al.'s): auto splits the column, a ring among 27 and halving
+  // among 32, where halving alone would fold 352 nodes in; split is taken as given too, and on a
+  // power of two auto has no split to weigh (it would be the halving).
+  CommFacts abci = cluster(864, 4);
+  abci.interLink = many.interLink;
+  abci.intraLink = many.intraLink;
+  const Plan mikami = autoPlan(16 << 20, abci);
+  ASSERT_EQ(mikami.algo, Algo::kTorus2d);
+  EXPECT_EQ(mikami.torusColumn, TorusColumn::kRingThenHalving);
+  Settings split = settings();
+  split.torusColumn = TorusColumnChoice::kSplit;
+  EXPECT_EQ(autoPlan(256 << 20, few, split).torusColumn, TorusColumn::kRingThenHalving);
+  EXPECT_EQ(wide.torusColumn, TorusColumn::kHalvingDoubling);  // 256 nodes
 }
 
 TEST(AutoPolicy, ForcedDimsMakeTheTorusACandidateAndForcedAlgorithmsIgnoreTheModel) {

@@ -19,6 +19,22 @@ float contribution(int rank, size_t i) {
   return static_cast<float>((rank + 1) * 5 + static_cast<int>(i % 997));
 }
 
+// Every rank of the x-by-y grid reduces its own vector of `data` in place through `plan`.
+std::vector<Status> runTorusInPlace(FakeFabric& fabric, const Plan& plan, int x, int y,
+                                    std::vector<std::vector<float>>& data) {
+  CallInfo call;
+  call.count = static_cast<int64_t>(data.front().size());
+  call.dtype = DType::kFloat32;
+  call.op = RedOp::kSum;
+  call.inPlace = true;
+  return runRanks(fabric, [&](int r, Transport& transport) {
+    Workspace workspace;
+    const auto grid = torusGridFromDims(r, x * y, {x, y});
+    float* buffer = data[static_cast<size_t>(r)].data();
+    return executePlan(plan, call, transport, workspace, buffer, buffer, &*grid);
+  });
+}
+
 void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace, size_t pieces = 1,
                 TorusColumn column = TorusColumn::kRing) {
   SCOPED_TRACE(testing::Message() << x << "x" << y << " count=" << count
@@ -135,17 +151,7 @@ TEST(TorusAllreduceFake, SplitColumnsSendNoMoreThanARingWhereHalvingFolds) {
     }
     Plan plan = enginePlan(Algo::kTorus2d, Reason::kTorusOnForcedDims, 1 << 20);
     plan.torusColumn = column;
-    CallInfo call;
-    call.count = static_cast<int64_t>(count);
-    call.dtype = DType::kFloat32;
-    call.op = RedOp::kSum;
-    call.inPlace = true;
-    const std::vector<Status> statuses = runRanks(fabric, [&](int r, Transport& transport) {
-      Workspace workspace;
-      const auto grid = torusGridFromDims(r, p, {1, p});
-      float* buffer = data[static_cast<size_t>(r)].data();
-      return executePlan(plan, call, transport, workspace, buffer, buffer, &*grid);
-    });
+    const std::vector<Status> statuses = runTorusInPlace(fabric, plan, 1, p, data);
     EXPECT_NO_FATAL_FAILURE(expectExactSumOnEveryRank(statuses, data, count, contribution));
     uint64_t most = 0;
     for (int from = 0; from < p; ++from) {
@@ -191,17 +197,7 @@ TEST(TorusAllreduceFake, InexactFloatsGiveIdenticalBitsOnEveryRank) {
       plan.segmentBytes = 512;
       plan.torusPieces = pieces;
       plan.torusColumn = column;
-      CallInfo call;
-      call.count = static_cast<int64_t>(count);
-      call.dtype = DType::kFloat32;
-      call.op = RedOp::kSum;
-      call.inPlace = true;
-      const std::vector<Status> statuses = runRanks(fabric, [&](int r, Transport& transport) {
-        Workspace workspace;
-        const auto grid = torusGridFromDims(r, p, {x, y});
-        float* buffer = data[static_cast<size_t>(r)].data();
-        return executePlan(plan, call, transport, workspace, buffer, buffer, &*grid);
-      });
+      const std::vector<Status> statuses = runTorusInPlace(fabric, plan, x, y, data);
       ASSERT_NO_FATAL_FAILURE(expectIdenticalBitsOnEveryRank(statuses, data));
     }
   }

@@ -375,7 +375,8 @@ int printModel(int argc, char** argv) {
   const int64_t leaderPieces = gfshim::bestHierarchicalPieces(shape, n, segmentBytes);
   // The torus unpipelined with ring columns (Mikami et al.'s), then per column pass the pieces
   // the torus takes (GFSHIM_TORUS_PIECES or the model's); GFSHIM_TORUS_COLUMN=auto takes the
-  // fastest (split columns only where the node count is neither odd nor a power of two).
+  // faster of ring and halving columns (split columns, printed where the node count is neither
+  // odd nor a power of two, only when asked for).
   std::vector<std::pair<std::string, gfshim::AlgorithmCost>> rows = {
       {"ring", gfshim::ringCost(shape, n)},
       {"torus2d, 1 piece, ring columns", gfshim::torusCost(shape, n)}};

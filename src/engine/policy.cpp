@@ -261,12 +261,9 @@ TorusLayout chooseTorusLayout(const ClusterShape& grid, const Settings& settings
   } else if (settings.torusColumn == TorusColumnChoice::kSplit) {
     columns = {TorusColumn::kRingThenHalving};
   } else {
+    // Not split: simulated, it won at 384 ABCI ranks and lost at 3456 where the model has it
+    // fastest (bench/RESULTS.md, "Split columns"), so auto does not take it yet.
     columns = {TorusColumn::kRing, TorusColumn::kHalvingDoubling};
-    // Where Y is odd or a power of two the split is one of the two above.
-    const ColumnSplit split = columnSplit(static_cast<int>(grid.nodes));
-    if (split.ringNodes > 1 && split.halvingNodes > 1) {
-      columns.push_back(TorusColumn::kRingThenHalving);
-    }
   }
   TorusLayout best;
   best.seconds = -1;

@@ -164,8 +164,9 @@ void logPlanOnce(CommState& state, const CallInfo& call, const Plan& plan) {
         segment += ", columns by recursive halving and doubling";
         break;
       case TorusColumn::kRingThenHalving:
-        segment += ", columns split: a ring among the odd factor's nodes, then recursive halving "
-                   "and doubling";
+        segment +=
+            ", columns split: a ring among the odd factor's nodes, then recursive halving "
+            "and doubling";
         break;
     }
   }

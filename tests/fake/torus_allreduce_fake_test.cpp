@@ -37,9 +37,8 @@ std::vector<Status> runTorusInPlace(FakeFabric& fabric, const Plan& plan, int x,
 
 void checkTorus(int x, int y, size_t count, uint64_t segmentBytes, bool inPlace, size_t pieces = 1,
                 TorusColumn column = TorusColumn::kRing) {
-  SCOPED_TRACE(testing::Message() << x << "x" << y << " count=" << count
-                                  << " segment=" << segmentBytes << " inPlace=" << inPlace
-                                  << " pieces=" << pieces
+  SCOPED_TRACE(testing::Message() << x << "x" << y << " count=" << count << " segment="
+                                  << segmentBytes << " inPlace=" << inPlace << " pieces=" << pieces
                                   << " column=" << static_cast<int>(column));
   const int p = x * y;
   FakeFabric fabric(p);

@@ -68,7 +68,8 @@ TEST(CostModel, SplitColumnsRingTheOddFactorAndHalveThePowerOfTwo) {
   EXPECT_EQ(torusCost(shape(4, 864), 1e8, 1, split).latencySteps, 2 * 3 + 2 * 26 + 2 * 5);
   EXPECT_EQ(torusCost(shape(4, 256), 1e8, 1, split).latencySteps,
             torusCost(shape(4, 256), 1e8, 1, TorusColumn::kHalvingDoubling).latencySteps);
-  EXPECT_EQ(torusCost(shape(4, 27), 1e8, 1, split).latencySteps, torusCost(shape(4, 27), 1e8).latencySteps);
+  EXPECT_EQ(torusCost(shape(4, 27), 1e8, 1, split).latencySteps,
+            torusCost(shape(4, 27), 1e8).latencySteps);
   ClusterShape s = bandwidthOnly(2, 6);
   const double n = 1e9;
   EXPECT_NEAR(torusCost(s, n, 1, split).seconds, 2.0 * 5 / 6 * n / 1e9, 1e-9);

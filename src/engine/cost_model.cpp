@@ -94,9 +94,9 @@ AlgorithmCost columnRingCost(const ClusterShape& shape, double piece, int64_t no
   const double y = static_cast<double>(nodes);
   AlgorithmCost cost;
   cost.latencySteps = 2 * (nodes - 1);
-  cost.seconds = static_cast<double>(cost.latencySteps) *
-                     messageSeconds(shape, shape.interNode, piece / y) +
-                 (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
+  cost.seconds =
+      static_cast<double>(cost.latencySteps) * messageSeconds(shape, shape.interNode, piece / y) +
+      (y - 1) * piece / (x * y) / shape.reduceBytesPerSecond;
   return cost;
 }
 
@@ -116,9 +116,21 @@ AlgorithmCost columnHalvingCost(const ClusterShape& shape, double piece, int64_t
   }
   if (participants < nodes) {
     cost.latencySteps += 2;
-    cost.seconds += 2 * messageSeconds(shape, shape.interNode, piece) +
-                    piece / x / shape.reduceBytesPerSecond;
+    cost.seconds +=
+        2 * messageSeconds(shape, shape.interNode, piece) + piece / x / shape.reduceBytesPerSecond;
   }
+  return cost;
+}
+
+// Split columns among `nodes` = b * 2^a nodes: a ring reduce-scatter and allgather among b (a ring
+// allreduce's steps and bytes), and halving and doubling of its chunk, piece / b, among the 2^a.
+AlgorithmCost columnSplitCost(const ClusterShape& shape, double piece, int64_t nodes) {
+  const ColumnSplit split = columnSplit(static_cast<int>(nodes));
+  AlgorithmCost cost = columnRingCost(shape, piece, split.ringNodes);
+  const AlgorithmCost halving =
+      columnHalvingCost(shape, piece / split.ringNodes, split.halvingNodes);
+  cost.latencySteps += halving.latencySteps;
+  cost.seconds += halving.seconds;
   return cost;
 }
 
@@ -130,17 +142,9 @@ AlgorithmCost torusColumnCost(const ClusterShape& shape, double piece, TorusColu
     case TorusColumn::kHalvingDoubling:
       return columnHalvingCost(shape, piece, shape.nodes);
     case TorusColumn::kRingThenHalving:
-      break;
+      return columnSplitCost(shape, piece, shape.nodes);
   }
-  // A ring reduce-scatter and allgather among b nodes (a ring allreduce's steps and bytes), and
-  // halving and doubling of its chunk, piece / b, among the 2^a.
-  const ColumnSplit split = columnSplit(static_cast<int>(shape.nodes));
-  AlgorithmCost cost = columnRingCost(shape, piece, split.ringNodes);
-  const AlgorithmCost halving =
-      columnHalvingCost(shape, piece / split.ringNodes, split.halvingNodes);
-  cost.latencySteps += halving.latencySteps;
-  cost.seconds += halving.seconds;
-  return cost;
+  return columnRingCost(shape, piece, shape.nodes);
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ run_mode() {  # mode -> $work/mode.log
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
       mpirun.openmpi -np "$np" --bind-to none "${forward[@]}" "${cmd[@]}" "${extra[@]}" > "$work/$mode.log" 2>&1
   fi
-  echo $((after - before)) > "$work/$mode.wire"
+  if [[ -n $cluster ]]; then echo $((after - before)) > "$work/$mode.wire"; fi
 }
 
 echo "train_compare: $(basename "${cmd[0]}")${cmd[1]:+ ${cmd[*]:1}} on $where"

@@ -106,10 +106,13 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
   *torusGrid = settings.torusX > 0
                    ? torusGridFromDims(facts->rank, facts->size, {settings.torusX, settings.torusY})
                    : nodeGrid;
-  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s%s", facts->size,
-              describeTopology(topology).c_str(),
-              detected.oversubscribed ? "; oversubscribed (more ranks than CPUs on a node)" : "",
-              nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
+  GFSHIM_INFO(
+      kEngine, "set up a communicator of %d ranks: %s%s%s%s", facts->size,
+      describeTopology(topology).c_str(),
+      detected.oversubscribed
+          ? "; oversubscribed (more ranks than CPUs on a node, or on the host that nodes share)"
+          : "",
+      nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
   if (!detected.hardwareUniform && facts->rank == 0) {
     GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
   }

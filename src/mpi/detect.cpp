@@ -31,6 +31,9 @@ std::atomic<int64_t> gWorldNode{-1};
 // union of their affinity masks), once learnWorldNode has run; 0: unknown.
 std::atomic<int> gWorldRanksOnNode{0};
 std::atomic<int> gWorldCpusOnNode{0};
+// The same for this rank's machine (machineOfRank), which can hold several nodes; 0: unknown.
+std::atomic<int> gWorldRanksOnMachine{0};
+std::atomic<int> gWorldCpusOnMachine{0};
 
 // The union of the affinity masks of the node's ranks: the CPUs they share. Ranks bound to one
 // core each count one CPU each; unbound ranks all count every CPU of the node. Under SimGrid SMPI
@@ -55,6 +58,43 @@ Status cpusOfNode(MPI_Comm node, int* cpus) {
 #endif
 }
 
+// How many of `world`'s ranks run on this rank's machine, and on how many CPUs (cpusOfNode's
+// union of masks); collective over `world`. A machine is one kernel: ranks whose
+// /proc/sys/kernel/random/boot_id match, whatever host names the MPI sees. So the nodes of an
+// emulated cluster (network and host-name namespaces on one host) count as one machine, whose
+// cores they share: 8 ranks of 4 such nodes on 2 cores are oversubscribed though every node
+// has 2 CPUs for its 2 ranks. Unknown (0) where a rank cannot read the id, where two machines'
+// ids share a hash, and under SimGrid SMPI (every simulated rank runs in one process).
+Status machineOfRank(MPI_Comm world, int* ranks, int* cpus) {
+  *ranks = 0;
+  *cpus = 0;
+#if defined(GFSHIM_SMPI)
+  (void)world;
+  return Status::ok();
+#else
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  const size_t hash = std::hash<std::string>()(bootId);
+  const int color = bootId.empty() ? MPI_UNDEFINED : static_cast<int>(hash & 0x3fffffff);
+  MPI_Comm machine = MPI_COMM_NULL;
+  int rc = PMPI_Comm_split(world, color, 0, &machine);
+  if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_split", rc);
+  if (machine == MPI_COMM_NULL) return Status::ok();
+  // The whole id's hash, the same on every member unless two machines' colors collided.
+  const int64_t full = static_cast<int64_t>(hash >> 1);
+  int64_t lowest = 0, highest = 0;
+  rc = PMPI_Allreduce(&full, &lowest, 1, MPI_INT64_T, MPI_MIN, machine);
+  if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(&full, &highest, 1, MPI_INT64_T, MPI_MAX, machine);
+  Status status = rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allreduce", rc);
+  if (status.isOk() && lowest == highest) {
+    PMPI_Comm_size(machine, ranks);
+    status = cpusOfNode(machine, cpus);
+  }
+  PMPI_Comm_free(&machine);
+  return status;
+#endif
+}
+
 // The node of this rank by the MPI baseline: the communicator rank of its node's first member.
 // With `learn` (MPI_COMM_WORLD, once) also how crowded the node is.
 Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId, bool learn = false) {
@@ -76,6 +116,9 @@ Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId, bool learn = false) {
     status = cpusOfNode(node, &cpus);
     gWorldRanksOnNode.store(ranks, std::memory_order_relaxed);
     gWorldCpusOnNode.store(cpus, std::memory_order_relaxed);
+    if (status.isOk()) status = machineOfRank(comm, &ranks, &cpus);
+    gWorldRanksOnMachine.store(ranks, std::memory_order_relaxed);
+    gWorldCpusOnMachine.store(cpus, std::memory_order_relaxed);
   }
   PMPI_Comm_free(&node);
   *nodeId = rank;
@@ -84,12 +127,15 @@ Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId, bool learn = false) {
 
 // Whether this rank's node runs more of the job's ranks than it has CPUs for: the fewer of the
 // CPUs the ranks' affinity allows and the processing units the node's description gives (hwloc,
-// or GFSHIM_TOPO_FILE's `pus`).
+// or GFSHIM_TOPO_FILE's `pus`); or its machine does (machineOfRank: nodes sharing one host).
 bool nodeOversubscribed(const NodeHardware& hardware) {
   const int ranks = gWorldRanksOnNode.load(std::memory_order_relaxed);
   int cpus = gWorldCpusOnNode.load(std::memory_order_relaxed);
   if (hardware.pus > 0) cpus = cpus > 0 ? std::min(cpus, hardware.pus) : hardware.pus;
-  return ranks > 0 && cpus > 0 && ranks > cpus;
+  const int machineRanks = gWorldRanksOnMachine.load(std::memory_order_relaxed);
+  const int machineCpus = gWorldCpusOnMachine.load(std::memory_order_relaxed);
+  return (ranks > 0 && cpus > 0 && ranks > cpus) ||
+         (machineRanks > 0 && machineCpus > 0 && machineRanks > machineCpus);
 }
 
 // The node of this rank by the file's layout (world rank / ranks_per_node), when it describes

@@ -23,8 +23,9 @@
 # +frozen (clipped in the warm-up too) does not give. The main job's cluster and arguments (4
 # nodes x 2 ranks at 1 Gbit/s; 3 epochs of 20 000 images, batch 128; CSC chunks of 256
 # elements, or --csc-chunk); --np P runs P ranks on this machine's shared memory instead (about
-# ten times faster with 8 ranks on 2 cores; no bytes between nodes). Each run's logs stay in DIR/<schedule>/seed<N>/ (default: a new
-# temporary directory), so the table can be made again with --table DIR.
+# ten times faster with 8 ranks on 2 cores; no bytes between nodes). Each run's logs stay in
+# DIR/<schedule>/seed<N>/ (default: a new temporary directory), so the table can be made again
+# with --table DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds="1 2 3" schedules="none 128:2,256" cluster=4x2 np="" out="" table_only="" csc_warmup=0 csc_clip=0.1 csc_chunk=256

@@ -80,13 +80,13 @@ Status machineOfRank(MPI_Comm world, int* ranks, int* cpus) {
   int rc = PMPI_Comm_split(world, color, 0, &machine);
   if (rc != MPI_SUCCESS) return mpiErrorStatus("PMPI_Comm_split", rc);
   if (machine == MPI_COMM_NULL) return Status::ok();
-  // The whole id's hash, the same on every member unless two machines' colors collided.
+  // The whole id's hash, the same on every member unless two machines' colors collided: its
+  // highest and (negated) lowest in one allreduce.
   const int64_t full = static_cast<int64_t>(hash >> 1);
-  int64_t lowest = 0, highest = 0;
-  rc = PMPI_Allreduce(&full, &lowest, 1, MPI_INT64_T, MPI_MIN, machine);
-  if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(&full, &highest, 1, MPI_INT64_T, MPI_MAX, machine);
+  int64_t extremes[2] = {full, -full};
+  rc = PMPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT64_T, MPI_MAX, machine);
   Status status = rc == MPI_SUCCESS ? Status::ok() : mpiErrorStatus("PMPI_Allreduce", rc);
-  if (status.isOk() && lowest == highest) {
+  if (status.isOk() && extremes[0] == -extremes[1]) {
     PMPI_Comm_size(machine, ranks);
     status = cpusOfNode(machine, cpus);
   }
@@ -116,9 +116,6 @@ Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId, bool learn = false) {
     status = cpusOfNode(node, &cpus);
     gWorldRanksOnNode.store(ranks, std::memory_order_relaxed);
     gWorldCpusOnNode.store(cpus, std::memory_order_relaxed);
-    if (status.isOk()) status = machineOfRank(comm, &ranks, &cpus);
-    gWorldRanksOnMachine.store(ranks, std::memory_order_relaxed);
-    gWorldCpusOnMachine.store(cpus, std::memory_order_relaxed);
   }
   PMPI_Comm_free(&node);
   *nodeId = rank;
@@ -182,6 +179,10 @@ Status learnWorldNode() {
   int64_t node = 0;
   GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(MPI_COMM_WORLD, &node, true));
   gWorldNode.store(node, std::memory_order_release);
+  int ranks = 0, cpus = 0;
+  GFSHIM_RETURN_IF_ERROR(machineOfRank(MPI_COMM_WORLD, &ranks, &cpus));
+  gWorldRanksOnMachine.store(ranks, std::memory_order_relaxed);
+  gWorldCpusOnMachine.store(cpus, std::memory_order_relaxed);
   return Status::ok();
 }
 

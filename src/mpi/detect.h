@@ -44,13 +44,15 @@ struct CommTopology {
 
 // Collective over MPI_COMM_WORLD, once, from the init hook: learns this rank's node
 // (MPI_COMM_TYPE_SHARED), so that detectTopology afterwards creates no communicator, and how
-// many of the job's ranks share the node and how many CPUs their affinity gives them. The fusion
+// many of the job's ranks share the node and how many CPUs their affinity gives them; the same
+// for the host, which several nodes the MPI sees may share (one kernel). The fusion
 // threads detect on their own communicators while the application may be creating its own, and
 // Open MPI 4.1 hung when threads created communicators concurrently (ompi_comm_nextcid).
 Status learnWorldNode();
 // Whether this rank's node runs more of the job's ranks than it has CPUs for (the union of their
 // affinity masks, capped by the node hardware's processing units: hwloc's or GFSHIM_TOPO_FILE's
-// `pus`); false before learnWorldNode or when unknown. Local: the caller agrees it.
+// `pus`), or its host does; false before learnWorldNode or when unknown. Local: the caller
+// agrees it.
 bool worldNodeOversubscribed(const Settings& settings);
 
 // Collective over `comm`: every rank must call it. MPI errors come back as a Status.

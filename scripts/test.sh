@@ -3,7 +3,8 @@
 # threads-as-ranks tests, then the real shim under mpirun for Open MPI and for MPICH, and linked
 # into programs on simulated ranks (SimGrid SMPI, build-smpi); then the
 # unit and threads-as-ranks tests and the fusion progress thread under the sanitizers
-# (scripts/sanitize.sh), and 60 s of fuzzing per parser (scripts/fuzz.sh).
+# (scripts/sanitize.sh), and 30 s of fuzzing per parser (scripts/fuzz.sh; longer runs:
+# scripts/fuzz.sh SECONDS).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
@@ -18,5 +19,5 @@ done
 echo "== sanitizers"
 "$root/scripts/sanitize.sh" || status=1
 echo "== fuzzing"
-"$root/scripts/fuzz.sh" 60 || status=1
+"$root/scripts/fuzz.sh" 30 || status=1
 exit $status

@@ -10,14 +10,15 @@
 //   gfshim-info --help             a short usage text
 //   gfshim-info --model --ranks-per-node X --nodes Y --bytes N [--inter-gbps G]
 //               [--inter-latency-us L] [--intra-gbps G] [--intra-latency-us L]
-//               [--oversubscribed yes|no] [--reduce-gbps R] [--rendezvous-us H]
+//               [--ranks-per-cpu C] [--reduce-gbps R] [--rendezvous-us H]
 //                                  predicted time and latency steps of ring, 2D torus and
 //                                  recursive doubling (src/engine/cost_model.h), and the
 //                                  fusion thresholds it implies; R: the reduction's rate
 //                                  (default 80 Gbit/s, as GFSHIM_REDUCE_GBPS; a huge one leaves
 //                                  it out, as a simulation without computation does); H: what a
 //                                  rendezvous message costs more (default 6 us, as
-//                                  GFSHIM_RENDEZVOUS_US; 0 for SimGrid, which models no handshake)
+//                                  GFSHIM_RENDEZVOUS_US; 0 for SimGrid, which models no handshake);
+//                                  C: ranks a CPU runs (above 1 every step waits longer)
 //
 // It reads the same environment and GFSHIM_CONFIG file as the shim, so it also shows what a bad
 // value would fall back to.
@@ -270,7 +271,7 @@ constexpr const char* kUsage =
     "usage: gfshim-info [--params-markdown | --model --ranks-per-node X --nodes Y --bytes N\n"
     "                   [--inter-gbps G] [--inter-latency-us L] [--intra-gbps G] "
     "[--intra-latency-us L]\n"
-    "                   [--oversubscribed yes|no] [--reduce-gbps R] [--rendezvous-us H]]\n";
+    "                   [--ranks-per-cpu C] [--reduce-gbps R] [--rendezvous-us H]]\n";
 
 // --help: the modes above, in short, then kUsage.
 constexpr const char* kHelp =
@@ -304,14 +305,7 @@ int printModel(int argc, char** argv) {
     const bool numeric = end != value.c_str() && *end == '\0' && number > 0;
     const bool nonNegative = end != value.c_str() && *end == '\0' && number >= 0;
     std::string why;
-    if (flag == "--oversubscribed") {
-      if (value != "yes" && value != "no") {
-        std::fprintf(stderr, "gfshim-info: --oversubscribed takes yes or no, not '%s'\n%s",
-                     value.c_str(), kUsage);
-        return 2;
-      }
-      shape.oversubscribed = value == "yes";
-    } else if (flag == "--bytes") {
+    if (flag == "--bytes") {
       if (!gfshim::parseByteCount(value, &bytes, &why) || bytes == 0) {
         std::fprintf(stderr, "gfshim-info: --bytes '%s': %s\n", value.c_str(), why.c_str());
         return 2;
@@ -339,6 +333,8 @@ int printModel(int argc, char** argv) {
       shape.intraNode.bytesPerSecond = number * 1e9 / 8;
     } else if (flag == "--intra-latency-us") {
       shape.intraNode.latencySeconds = number * 1e-6;
+    } else if (flag == "--ranks-per-cpu") {
+      shape.ranksPerCpu = number;
     } else if (flag == "--reduce-gbps") {
       shape.reduceBytesPerSecond = number * 1e9 / 8;
     } else {
@@ -360,9 +356,10 @@ int printModel(int argc, char** argv) {
       shape.interNode.bytesPerSecond * 8 / 1e9, shape.interNode.latencySeconds * 1e6,
       shape.intraNode.bytesPerSecond * 8 / 1e9, shape.intraNode.latencySeconds * 1e6,
       shape.reduceBytesPerSecond * 8 / 1e9, shape.rendezvousSeconds * 1e6);
-  if (shape.oversubscribed) {
-    std::printf("oversubscribed: every latency step costs %.0f us more\n",
-                gfshim::kOversubscribedStepSeconds * 1e6);
+  if (shape.ranksPerCpu > 1) {
+    std::printf("oversubscribed, %.2g ranks a CPU: every latency step costs %.0f us more\n",
+                shape.ranksPerCpu,
+                gfshim::kOversubscribedStepSeconds * (shape.ranksPerCpu - 1) * 1e6);
   }
   std::printf("%-34s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
   auto piecesText = [](int64_t count) {

@@ -157,7 +157,7 @@ while IFS=$'\t' read -r platform np bytes side algo time_us chosen wall; do
     [[ $chosen == */split ]] && columns="split columns"
     predicted=$("$info" --model --ranks-per-node "$per_node" --nodes "$nodes" --bytes "$bytes" \
                   --inter-gbps "$inter_gbps" --inter-latency-us "$inter_us" \
-                  --intra-gbps "$intra_gbps" --intra-latency-us "$intra_us" --oversubscribed no \
+                  --intra-gbps "$intra_gbps" --intra-latency-us "$intra_us" \
                   --reduce-gbps 1e9 --rendezvous-us 0 |
                 awk -v n="$name" -v c="$columns" \
                   'index($0, n) == 1 && (n != "torus2d" || index($0, c)) { v = $NF } END { print v }')

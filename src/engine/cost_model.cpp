@@ -8,7 +8,8 @@ namespace gfshim {
 namespace {
 
 double latencyOf(const ClusterShape& shape, const LinkCost& link) {
-  return link.latencySeconds + (shape.oversubscribed ? kOversubscribedStepSeconds : 0);
+  const double crowding = shape.ranksPerCpu > 1 ? std::max(1.0, shape.ranksPerCpu - 1) : 0;
+  return link.latencySeconds + kOversubscribedStepSeconds * crowding;
 }
 
 // One message of `bytes` over `link`: its latency, its rendezvous where the MPI sends it so, and

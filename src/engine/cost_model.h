@@ -47,6 +47,8 @@ constexpr double kRendezvousBytes = 8192;
 // won (0.55-0.59). This figure puts the ring's crossover at ~2.5M and the lone call's at ~3.7M
 // (below it every MPI_Iallreduce goes to the MPI's own, burst or not), between 2M and 4M.
 // It was 40 us, calibrated on one earlier sweep where a lone 2M call won; later sweeps lost there.
+// With more ranks a CPU the wait grows: from 2 ranks a CPU on, each further rank a CPU adds this
+// much again (see ClusterShape::ranksPerCpu).
 constexpr double kOversubscribedStepSeconds = 100e-6;
 
 struct ClusterShape {
@@ -57,8 +59,11 @@ struct ClusterShape {
   // gamma: bytes of one operand reduced per second on one core. A float sum ran at 23 GB/s on
   // cache-resident 16 MB buffers on the development VM; 10 GB/s allows for memory-bound sizes.
   double reduceBytesPerSecond = kReduceBytesPerSecond;
-  // More ranks than CPUs on a node: every latency step costs kOversubscribedStepSeconds more.
-  bool oversubscribed = false;
+  // The most ranks a CPU runs on any node (or host that nodes share). Above 1 every latency step
+  // costs kOversubscribedStepSeconds more, and from 2 on that much for each rank a CPU beyond
+  // the first: a step waits for its peer to be scheduled again, behind the other ranks on the
+  // peer's CPU (calibrated at 2, checked at 4: bench/RESULTS.md). 0 or 1: not oversubscribed.
+  double ranksPerCpu = 0;
   // Each message of at least kRendezvousBytes costs this much more (0: a pure alpha-beta model).
   double rendezvousSeconds = kRendezvousSeconds;
 };

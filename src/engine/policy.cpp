@@ -218,7 +218,7 @@ ClusterShape shapeOf(const CommFacts& comm) {
   shape.nodes = even ? comm.nodes : comm.size;
   shape.intraNode = comm.intraLink;
   shape.interNode = comm.interLink;
-  shape.oversubscribed = comm.oversubscribed;
+  shape.ranksPerCpu = comm.ranksPerCpu;
   shape.rendezvousSeconds = comm.rendezvousSeconds;
   shape.reduceBytesPerSecond = comm.reduceBytesPerSecond;
   return shape;
@@ -260,6 +260,12 @@ TorusLayout chooseTorusLayout(const ClusterShape& grid, const Settings& settings
     columns = {TorusColumn::kHalvingDoubling};
   } else if (settings.torusColumn == TorusColumnChoice::kSplit) {
     columns = {TorusColumn::kRingThenHalving};
+  } else if (grid.ranksPerCpu > 1) {
+    // Halving's whole halves against the ring's pipelined segments: on the emulated 4 x 2
+    // cluster (8 ranks on 2 cores, TCP at 1 Gbit/s) halving columns took 1.2-1.6x native for
+    // 1-10 MB where the model has them ahead, ring columns 0.71-1.03x (bench/RESULTS.md,
+    // "Ranks a CPU"); halving's simulated wins were all on nodes with a CPU a rank.
+    columns = {TorusColumn::kRing};
   } else {
     // Not split: simulated, it won at 384 ABCI ranks and lost at 3456 where the model has it
     // fastest (bench/RESULTS.md, "Split columns"), so auto does not take it yet.

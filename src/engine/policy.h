@@ -103,7 +103,7 @@ struct CommFacts {
   int ranksPerNode = 0;  // 0 when nodes hold different numbers of ranks
   LinkCost intraLink;    // agreed link figures for the cost model (src/topo/topology.h)
   LinkCost interLink;
-  bool oversubscribed = false;  // some node runs more ranks than it has CPUs (agreed)
+  double ranksPerCpu = 0;  // the most on any node or shared host; above 1: oversubscribed (agreed)
   double rendezvousSeconds = kRendezvousSeconds;       // GFSHIM_RENDEZVOUS_US (agreed)
   double reduceBytesPerSecond = kReduceBytesPerSecond;  // GFSHIM_REDUCE_GBPS (agreed)
 };

@@ -1,5 +1,6 @@
 #include "mpi/comm_registry.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,7 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
   facts->ranksPerNode = topology.ranksPerNode;
   facts->intraLink = topology.intraLink;
   facts->interLink = topology.interLink;
-  facts->oversubscribed = detected.oversubscribed;
+  facts->ranksPerCpu = detected.ranksPerCpu;
   facts->rendezvousSeconds = detected.rendezvousSeconds;
   facts->reduceBytesPerSecond = detected.reduceBytesPerSecond;
   std::string why;
@@ -106,13 +107,16 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
   *torusGrid = settings.torusX > 0
                    ? torusGridFromDims(facts->rank, facts->size, {settings.torusX, settings.torusY})
                    : nodeGrid;
-  GFSHIM_INFO(
-      kEngine, "set up a communicator of %d ranks: %s%s%s%s", facts->size,
-      describeTopology(topology).c_str(),
-      detected.oversubscribed
-          ? "; oversubscribed (more ranks than CPUs on a node, or on the host that nodes share)"
-          : "",
-      nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
+  char crowded[128] = "";
+  if (detected.ranksPerCpu > 1) {
+    std::snprintf(crowded, sizeof(crowded),
+                  "; oversubscribed (more ranks than CPUs on a node, or on the host that nodes "
+                  "share: %.2g ranks a CPU)",
+                  detected.ranksPerCpu);
+  }
+  GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s%s", facts->size,
+              describeTopology(topology).c_str(), crowded, nodeGrid ? "" : "; no node grid: ",
+              nodeGrid ? "" : why.c_str());
   if (!detected.hardwareUniform && facts->rank == 0) {
     GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
   }

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <fstream>
 #include <functional>
@@ -122,17 +123,20 @@ Status sharedMemoryNodeId(MPI_Comm comm, int64_t* nodeId, bool learn = false) {
   return status;
 }
 
-// Whether this rank's node runs more of the job's ranks than it has CPUs for: the fewer of the
-// CPUs the ranks' affinity allows and the processing units the node's description gives (hwloc,
-// or GFSHIM_TOPO_FILE's `pus`); or its machine does (machineOfRank: nodes sharing one host).
-bool nodeOversubscribed(const NodeHardware& hardware) {
+// How many of the job's ranks each CPU of this rank's node runs: over the fewer of the CPUs the
+// ranks' affinity allows and the processing units the node's description gives (hwloc, or
+// GFSHIM_TOPO_FILE's `pus`); or of its machine, where that is more crowded (machineOfRank: nodes
+// sharing one host). 0 when unknown.
+double nodeRanksPerCpu(const NodeHardware& hardware) {
   const int ranks = gWorldRanksOnNode.load(std::memory_order_relaxed);
   int cpus = gWorldCpusOnNode.load(std::memory_order_relaxed);
   if (hardware.pus > 0) cpus = cpus > 0 ? std::min(cpus, hardware.pus) : hardware.pus;
   const int machineRanks = gWorldRanksOnMachine.load(std::memory_order_relaxed);
   const int machineCpus = gWorldCpusOnMachine.load(std::memory_order_relaxed);
-  return (ranks > 0 && cpus > 0 && ranks > cpus) ||
-         (machineRanks > 0 && machineCpus > 0 && machineRanks > machineCpus);
+  const double node = ranks > 0 && cpus > 0 ? static_cast<double>(ranks) / cpus : 0;
+  const double machine =
+      machineRanks > 0 && machineCpus > 0 ? static_cast<double>(machineRanks) / machineCpus : 0;
+  return std::max(node, machine);
 }
 
 // The node of this rank by the file's layout (world rank / ranks_per_node), when it describes
@@ -187,7 +191,7 @@ Status learnWorldNode() {
 }
 
 bool worldNodeOversubscribed(const Settings& settings) {
-  return nodeOversubscribed(localTopology(settings).topology.hardware);
+  return nodeRanksPerCpu(localTopology(settings).topology.hardware) > 1;
 }
 
 Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* detected) {
@@ -197,9 +201,12 @@ Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* det
   PMPI_Comm_size(comm, &size);
   Topology topology = local.topology;
 
-  constexpr int kFields = 3;  // node, hardware hash, node oversubscribed
-  int64_t mine[kFields] = {0, hardwareHash(topology.hardware),
-                           nodeOversubscribed(topology.hardware) ? 1 : 0};
+  // Node, hardware hash, the node's ranks a CPU in units of 1/kRanksPerCpuScale.
+  constexpr int kFields = 3;
+  constexpr double kRanksPerCpuScale = 1024;
+  int64_t mine[kFields] = {
+      0, hardwareHash(topology.hardware),
+      static_cast<int64_t>(std::lround(nodeRanksPerCpu(topology.hardware) * kRanksPerCpuScale))};
   if (!(local.layoutFromFile && fileNodeId(topology, &mine[0]))) {
     GFSHIM_RETURN_IF_ERROR(sharedMemoryNodeId(comm, &mine[0]));
   }
@@ -209,15 +216,16 @@ Status detectTopology(MPI_Comm comm, const Settings& settings, CommTopology* det
 
   detected->nodeOfRank.assign(static_cast<size_t>(size), 0);
   detected->hardwareUniform = true;
-  detected->oversubscribed = false;
+  int64_t crowdedMost = 0;
   std::map<int64_t, int> ranksOnNode;
   for (int r = 0; r < size; ++r) {
     const int64_t* theirs = &all[kFields * static_cast<size_t>(r)];
     detected->nodeOfRank[static_cast<size_t>(r)] = static_cast<int>(theirs[0]);
     ++ranksOnNode[theirs[0]];
     detected->hardwareUniform &= theirs[1] == mine[1];
-    detected->oversubscribed |= theirs[2] != 0;
+    crowdedMost = std::max(crowdedMost, theirs[2]);
   }
+  detected->ranksPerCpu = static_cast<double>(crowdedMost) / kRanksPerCpuScale;
   topology.nodes = static_cast<int>(ranksOnNode.size());
   topology.ranksPerNode = ranksOnNode.begin()->second;
   for (const auto& entry : ranksOnNode) {

@@ -30,9 +30,9 @@ struct CommTopology {
   Topology topology;            // agreed across the communicator's ranks
   std::vector<int> nodeOfRank;  // per communicator rank; equal ids mean the same node
   bool hardwareUniform = true;  // every rank described the same node hardware
-  // Some node of the communicator runs more of the job's ranks than it has CPUs for (see
-  // learnWorldNode); false when unknown.
-  bool oversubscribed = false;
+  // The most of the job's ranks a CPU runs on any node of the communicator, or on a host that
+  // nodes share (see learnWorldNode); above 1: oversubscribed; 0 when unknown.
+  double ranksPerCpu = 0;
   // The cost model's figures of the MPI and the CPU, agreed: what a rendezvous message costs
   // beyond its latency (GFSHIM_RENDEZVOUS_US, the highest) and how fast a rank reduces
   // (GFSHIM_REDUCE_GBPS, the lowest).

@@ -22,10 +22,13 @@ grep -q "check: passed" <<<"$output" || { echo "FAILED: wrong results"; exit 1; 
 grep -Eq "engine +torus2d \(GFSHIM_ALGO=torus2d, rows are nodes\)" <<<"$output" ||
   { echo "FAILED: the torus did not run on the detected 2 x 2 node grid"; exit 1; }
 # The 2 nodes share this host's CPUs: with fewer than the 4 ranks, the host is oversubscribed
-# though each node has as many CPUs as ranks (src/mpi/detect.cpp, machineOfRank).
+# though each node has as many CPUs as ranks (src/mpi/detect.cpp, machineOfRank), by 4 / CPUs
+# ranks a CPU, which the cost model charges.
 cpus=$(nproc)
 if ((cpus < 4)); then
-  shared="oversubscribed (more ranks than CPUs on a node, or on the host that nodes share)"
+  per_cpu=$(awk -v cpus="$cpus" 'BEGIN { printf "%.2g", 4 / cpus }')
+  shared="oversubscribed (more ranks than CPUs on a node, or on the host that nodes share:"
+  shared+=" $per_cpu ranks a CPU)"
   grep -qF "$shared" <<<"$output" || {
     echo "FAILED: 4 ranks on $cpus CPUs shared by the nodes were not seen as oversubscribed"
     exit 1

@@ -167,12 +167,13 @@ TEST(CostModel, FusedAloneBeatsNativeFromTheCrossoverOn) {
   EXPECT_EQ(fusedAloneBeatsNativeBytes(shape(1, 1)), UINT64_MAX);
 }
 
-// More ranks than CPUs on a node: every latency step costs kOversubscribedStepSeconds more, which
-// the ring's many steps feel most, so lone calls stay with the MPI's own up to far larger sizes
-// and fused operations are reduced alone only from far larger sizes.
+// More ranks than CPUs on a node: every latency step costs kOversubscribedStepSeconds more (from
+// 2 ranks a CPU on, that for each rank a CPU beyond the first), which the ring's many steps feel
+// most, so lone calls stay with the MPI's own up to far larger sizes and fused operations are
+// reduced alone only from far larger sizes; the more crowded, the larger.
 TEST(CostModel, OversubscribedNodesMakeLatencyStepsCostly) {
   ClusterShape crowded = shape(4, 1);
-  crowded.oversubscribed = true;
+  crowded.ranksPerCpu = 2;
   EXPECT_DOUBLE_EQ(ringCost(crowded, 0).seconds, 6 * (1e-6 + kOversubscribedStepSeconds));
   EXPECT_DOUBLE_EQ(recursiveDoublingCost(crowded, 0).seconds,
                    2 * (1e-6 + kOversubscribedStepSeconds));
@@ -180,6 +181,17 @@ TEST(CostModel, OversubscribedNodesMakeLatencyStepsCostly) {
   EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), 4 * fusedAloneBeatsNativeBytes(shape(4, 1)));
   EXPECT_GT(fusedAloneBeatsNativeBytes(crowded), uint64_t{1} << 20);
   EXPECT_GT(fusionAloneBytes(crowded), 8 * fusionAloneBytes(shape(4, 1)));
+
+  ClusterShape packed = crowded;
+  packed.ranksPerCpu = 4;
+  EXPECT_DOUBLE_EQ(ringCost(packed, 0).seconds, 6 * (1e-6 + 3 * kOversubscribedStepSeconds));
+  EXPECT_GT(fusedAloneBeatsNativeBytes(packed), 2 * fusedAloneBeatsNativeBytes(crowded));
+  ClusterShape exactlyFull = crowded;
+  exactlyFull.ranksPerCpu = 1;
+  EXPECT_DOUBLE_EQ(ringCost(exactlyFull, 0).seconds, ringCost(shape(4, 1), 0).seconds);
+  ClusterShape halfAgain = crowded;
+  halfAgain.ranksPerCpu = 1.5;
+  EXPECT_DOUBLE_EQ(ringCost(halfAgain, 0).seconds, ringCost(crowded, 0).seconds);
 }
 
 // Pieces overlap the row lane with the column lane: where the node links are the slower lane,

@@ -104,7 +104,7 @@ struct CommFacts {
   LinkCost intraLink;    // agreed link figures for the cost model (src/topo/topology.h)
   LinkCost interLink;
   double ranksPerCpu = 0;  // the most on any node or shared host; above 1: oversubscribed (agreed)
-  double rendezvousSeconds = kRendezvousSeconds;       // GFSHIM_RENDEZVOUS_US (agreed)
+  double rendezvousSeconds = kRendezvousSeconds;        // GFSHIM_RENDEZVOUS_US (agreed)
   double reduceBytesPerSecond = kReduceBytesPerSecond;  // GFSHIM_REDUCE_GBPS (agreed)
 };
 

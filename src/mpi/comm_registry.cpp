@@ -115,8 +115,8 @@ Status describeOnComm(MPI_Comm comm, const Settings& settings, CommFacts* facts,
                   detected.ranksPerCpu);
   }
   GFSHIM_INFO(kEngine, "set up a communicator of %d ranks: %s%s%s%s", facts->size,
-              describeTopology(topology).c_str(), crowded, nodeGrid ? "" : "; no node grid: ",
-              nodeGrid ? "" : why.c_str());
+              describeTopology(topology).c_str(), crowded,
+              nodeGrid ? "" : "; no node grid: ", nodeGrid ? "" : why.c_str());
   if (!detected.hardwareUniform && facts->rank == 0) {
     GFSHIM_INFO(kEngine, "nodes describe different hardware; rank 0's is shown");
   }

@@ -3,8 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>

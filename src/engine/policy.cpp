@@ -262,9 +262,10 @@ TorusLayout chooseTorusLayout(const ClusterShape& grid, const Settings& settings
     columns = {TorusColumn::kRingThenHalving};
   } else if (grid.ranksPerCpu > 1) {
     // Halving's whole halves against the ring's pipelined segments: on the emulated 4 x 2
-    // cluster (8 ranks on 2 cores, TCP at 1 Gbit/s) halving columns took 1.2-1.6x native for
-    // 1-10 MB where the model has them ahead, ring columns 0.71-1.03x (bench/RESULTS.md,
-    // "Ranks a CPU"); halving's simulated wins were all on nodes with a CPU a rank.
+    // cluster (8 ranks on 2 cores, TCP at 1 Gbit/s), where the model has halving ahead, a
+    // blocking 4M call took 77.6 ms with halving columns and 56.5 with ring columns, and bursts
+    // of ten 1M calls 1.53x native against 1.00-1.03 (bench/RESULTS.md, "Ranks a CPU");
+    // halving's simulated wins were all on nodes with a CPU a rank.
     columns = {TorusColumn::kRing};
   } else {
     // Not split: simulated, it won at 384 ABCI ranks and lost at 3456 where the model has it

@@ -105,9 +105,10 @@ for suite in "${suites[@]}"; do
       configure_and_build build-tsan thread gfshim_unit_tests
       # Less the two widest sweeps (28-30 s each under TSan; their smaller siblings run the same
       # threads, and the plain and ASan runs keep the sweeps).
-      run_gtest tsan-threads build-tsan \
-        '*Fake*.*:Stats.*:Task.*-CompressedRingFake.IntegerSumsAreExactOverRankCountAndSegmentGrid:ChainAllreduceFake.EveryRankHoldsTheRankOrderedSumForEverySegmentSize' \
-        "TSAN_OPTIONS=$tsan_options"
+      threaded='*Fake*.*:Stats.*:Task.*'
+      threaded+='-CompressedRingFake.IntegerSumsAreExactOverRankCountAndSegmentGrid'
+      threaded+=':ChainAllreduceFake.EveryRankHoldsTheRankOrderedSumForEverySegmentSize'
+      run_gtest tsan-threads build-tsan "$threaded" "TSAN_OPTIONS=$tsan_options"
       ;;
     tsan-mpi)
       configure_and_build build-tsan thread gfshim fusion_stress fusion_pending stall

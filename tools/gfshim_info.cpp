@@ -358,8 +358,7 @@ int printModel(int argc, char** argv) {
       shape.reduceBytesPerSecond * 8 / 1e9, shape.rendezvousSeconds * 1e6);
   if (shape.ranksPerCpu > 1) {
     std::printf("oversubscribed, %.2g ranks a CPU: every latency step costs %.0f us more\n",
-                shape.ranksPerCpu,
-                gfshim::kOversubscribedStepSeconds * (shape.ranksPerCpu - 1) * 1e6);
+                shape.ranksPerCpu, gfshim::oversubscribedStepSeconds(shape) * 1e6);
   }
   std::printf("%-34s %14s %14s\n", "algorithm", "latency steps", "predicted (s)");
   auto piecesText = [](int64_t count) {

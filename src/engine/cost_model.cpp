@@ -8,8 +8,7 @@ namespace gfshim {
 namespace {
 
 double latencyOf(const ClusterShape& shape, const LinkCost& link) {
-  const double crowding = shape.ranksPerCpu > 1 ? std::max(1.0, shape.ranksPerCpu - 1) : 0;
-  return link.latencySeconds + kOversubscribedStepSeconds * crowding;
+  return link.latencySeconds + oversubscribedStepSeconds(shape);
 }
 
 // One message of `bytes` over `link`: its latency, its rendezvous where the MPI sends it so, and
@@ -44,6 +43,11 @@ double ringStepSeconds(const ClusterShape& shape, double chunk) {
 }
 
 }  // namespace
+
+double oversubscribedStepSeconds(const ClusterShape& shape) {
+  const double crowding = shape.ranksPerCpu > 1 ? std::max(1.0, shape.ranksPerCpu - 1) : 0;
+  return kOversubscribedStepSeconds * crowding;
+}
 
 // A ring laid out node by node is a pipeline, not a sequence of lock-step steps: a rank sends
 // step k's chunk once step k-1's has come from the rank before it, so the latencies add up along

@@ -73,6 +73,8 @@ struct AlgorithmCost {
   double seconds = 0;
 };
 
+// What every latency step costs more on `shape`'s crowded CPUs (see ClusterShape::ranksPerCpu).
+double oversubscribedStepSeconds(const ClusterShape& shape);
 AlgorithmCost ringCost(const ClusterShape& shape, double bytes);
 // The 2D torus over `pieces` parts of the buffer whose phases overlap (algo/torus_allreduce.h):
 // with rs, ag and ar one part's row reduce-scatter, row allgather and column allreduce,

@@ -192,6 +192,10 @@ TEST(CostModel, OversubscribedNodesMakeLatencyStepsCostly) {
   ClusterShape halfAgain = crowded;
   halfAgain.ranksPerCpu = 1.5;
   EXPECT_DOUBLE_EQ(ringCost(halfAgain, 0).seconds, ringCost(crowded, 0).seconds);
+  // What gfshim-info --model prints as the step's extra cost.
+  EXPECT_DOUBLE_EQ(oversubscribedStepSeconds(halfAgain), kOversubscribedStepSeconds);
+  EXPECT_DOUBLE_EQ(oversubscribedStepSeconds(packed), 3 * kOversubscribedStepSeconds);
+  EXPECT_DOUBLE_EQ(oversubscribedStepSeconds(exactlyFull), 0);
 }
 
 // Pieces overlap the row lane with the column lane: where the node links are the slower lane,
